@@ -1,0 +1,15 @@
+"""URL routes: pages, the REST API (``/api/v1/``), its OpenAPI schema and Django admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/", include("runs.api_urls")),
+    path("api/v1/", include("approvals.api_urls")),
+    path("", include("runs.urls")),
+    path("", include("approvals.urls")),
+]

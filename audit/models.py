@@ -1,0 +1,53 @@
+"""The append-only, hash-chained audit log."""
+
+from django.db import models
+
+
+class ActorKind(models.TextChoices):
+    USER = "user", "User"
+    API_CLIENT = "api_client", "API client"
+    WORKER = "worker", "Worker"
+    SYSTEM = "system", "System"
+
+
+class AuditEvent(models.Model):
+    """One recorded change: who did what to which object, from which state to which.
+
+    Rows are written by ``audit.services.audit_record`` in the same transaction as the change
+    they record, and never changed afterwards: a PostgreSQL trigger (migration 0002) refuses
+    UPDATE and DELETE unless the transaction set ``agentops.audit_purge`` (retention only).
+
+    ``chain`` groups events into one hash chain: ``run:<uuid>`` for everything about one run,
+    ``system`` for the rest. ``hash`` is the SHA-256 of the canonical JSON of this row's fields and
+    the previous event's ``hash`` in the same chain (``prev_hash``; 64 zeros for the first), so
+    editing or deleting a row breaks every later hash of its chain (``manage.py verify_audit``).
+
+    The actor and objects are copied as plain values, not foreign keys, so history survives the
+    deletion of users and runs (habit taken from Zulip's ``RealmAuditLog``). ``id`` is the event id
+    that the events API's ``?after=`` and WebSocket reconnects use.
+    """
+
+    created_at = models.DateTimeField(db_index=True)
+    chain = models.CharField(max_length=64)
+    run_id = models.UUIDField(null=True, blank=True)
+    actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
+    actor_id = models.CharField(max_length=64, blank=True)
+    actor_name = models.CharField(max_length=150, blank=True)
+    verb = models.CharField(max_length=64, help_text="e.g. run.started, step.succeeded")
+    object_type = models.CharField(max_length=32)
+    object_id = models.CharField(max_length=64)
+    from_state = models.CharField(max_length=32, blank=True)
+    to_state = models.CharField(max_length=32, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["run_id", "id"], name="audit_run_id_idx"),
+            models.Index(fields=["chain", "-id"], name="audit_chain_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.verb} {self.object_type}:{self.object_id}"

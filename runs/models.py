@@ -1,0 +1,375 @@
+"""Runs, their steps and attempts, checkpoints and the tool-call ledger.
+
+Statuses are ``FSMField(protected=True)``: they change only through the transition methods
+below, which touch nothing but their own row. Every side effect of a transition (audit event,
+checkpoint, enqueueing, broadcasting) belongs to ``runs.services``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+
+class Risk(models.TextChoices):
+    LOW = "low", "Low"
+    MEDIUM = "medium", "Medium"
+    HIGH = "high", "High"
+    CRITICAL = "critical", "Critical"
+
+
+class AgentKind(models.TextChoices):
+    """Where a run's steps come from (see ``runs.agents``)."""
+
+    PLAN = "plan", "Fixed plan"
+    CLIENT = "client", "Client app"
+    TRANSCRIPT = "transcript", "Recorded transcript"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+RUN_TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class Run(ConcurrentTransitionMixin, models.Model):
+    """One agent task: its goal, the agent driving it, its working state and conversation.
+
+    ``state`` is the JSON working data the agent carries between steps (``checkpoints`` keep a
+    copy after each step); ``conversation`` the run's messages (OpenAI chat format);
+    ``client_done`` is set when a client agent says it appends no more steps. Usage totals:
+    ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms spent in tool calls).
+    ``step_limit`` caps the number of steps; ``deadline`` is an absolute time after which the
+    sweeper fails the run.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    goal = models.TextField()
+    agent = models.CharField(max_length=16, choices=AgentKind.choices)
+    input = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    state = models.JSONField(default=dict, blank=True)
+    conversation = models.JSONField(default=list, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    status = FSMField(
+        max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
+    )
+    version = models.PositiveIntegerField(default=0)
+    error = models.JSONField(null=True, blank=True)
+    client_done = models.BooleanField(default=False)
+    step_limit = models.PositiveIntegerField(default=500)
+    deadline = models.DateTimeField(null=True, blank=True)
+    usage_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    duration_ms = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="run_status_idx")]
+        permissions = [
+            ("cancel_run", "Can cancel runs"),
+            ("resume_run", "Can resume failed runs"),
+            ("drive_run", "Can append steps to and complete client runs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.goal[:40]} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in RUN_TERMINAL
+
+    @transition(field=status, source=RunStatus.QUEUED, target=RunStatus.RUNNING)
+    def start(self) -> None:
+        """queued → running: the executor picked the run up."""
+
+    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.AWAITING_APPROVAL)
+    def await_approval(self) -> None:
+        """running → awaiting_approval: the next step needs a reviewer."""
+
+    @transition(field=status, source=RunStatus.AWAITING_APPROVAL, target=RunStatus.RUNNING)
+    def continue_approved(self) -> None:
+        """awaiting_approval → running: the pending approval was granted."""
+
+    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.SUCCEEDED)
+    def succeed(self) -> None:
+        """running → succeeded: every step succeeded and the agent has nothing more."""
+        self.error = None
+
+    @transition(
+        field=status,
+        source=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
+        target=RunStatus.FAILED,
+    )
+    def fail(self, error: dict[str, Any]) -> None:
+        """running|awaiting_approval → failed, keeping ``error`` (type, message, ...)."""
+        self.error = error
+
+    @transition(
+        field=status,
+        source=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
+        target=RunStatus.CANCELLED,
+    )
+    def cancel(self, error: dict[str, Any]) -> None:
+        """queued|running|awaiting_approval → cancelled, keeping who cancelled and why."""
+        self.error = error
+
+    @transition(field=status, source=RunStatus.FAILED, target=RunStatus.RUNNING)
+    def resume(self) -> None:
+        """failed → running: continue from the failed step (completed steps are kept)."""
+        self.error = None
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING_RETRY = "waiting_retry", "Waiting to retry"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    REJECTED = "rejected", "Rejected"
+    SKIPPED = "skipped", "Skipped"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+STEP_TERMINAL = {
+    StepStatus.SUCCEEDED,
+    StepStatus.FAILED,
+    StepStatus.REJECTED,
+    StepStatus.SKIPPED,
+    StepStatus.CANCELLED,
+}
+STEP_IN_FLIGHT = {
+    StepStatus.AWAITING_APPROVAL,
+    StepStatus.QUEUED,
+    StepStatus.RUNNING,
+    StepStatus.WAITING_RETRY,
+}
+_STEP_CANCELLABLE = [
+    StepStatus.PENDING,
+    StepStatus.AWAITING_APPROVAL,
+    StepStatus.QUEUED,
+    StepStatus.RUNNING,
+    StepStatus.WAITING_RETRY,
+]
+
+
+class Step(ConcurrentTransitionMixin, models.Model):
+    """One tool call of a run, at position ``index`` (0-based).
+
+    ``idempotency_key`` is ``{run_id}:{index}:{tool}:{args_hash}`` (``args_hash``: SHA-256 of the
+    canonical JSON of ``args``); it keys the tool-call ledger. ``result`` is the verbatim tool
+    output; ``error`` the structured failure of the last attempt (type, message, traceback,
+    attempt, at, retryable). ``required_approvals`` is how many reviewers must approve before it
+    runs (0: none), from the risk policy when it was created. ``recorded_result`` holds the recorded output a transcript step
+    replays instead of calling a tool (None for live tools). ``timeout_seconds`` bounds one
+    attempt; ``next_attempt_at`` is when a step waiting to retry is due; the lease
+    (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
+    the tool reported (tokens, cost_usd).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=128)
+    args = models.JSONField(default=dict, blank=True)
+    args_hash = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    risk = models.CharField(max_length=16, choices=Risk.choices)
+    required_approvals = models.PositiveSmallIntegerField(default=0)
+    rationale = models.TextField(blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    recorded_result = models.JSONField(null=True, blank=True)
+    status = FSMField(
+        max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    timeout_seconds = models.PositiveIntegerField(default=60)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=128, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="step_run_index_uniq"),
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="step_status_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.tool} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in STEP_TERMINAL
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at and self.finished_at:
+            return int((self.finished_at - self.started_at).total_seconds() * 1000)
+        return None
+
+    @transition(field=status, source=StepStatus.PENDING, target=StepStatus.AWAITING_APPROVAL)
+    def request_approval(self) -> None:
+        """pending → awaiting_approval: its risk needs a reviewer's decision."""
+
+    @transition(
+        field=status,
+        source=[StepStatus.PENDING, StepStatus.AWAITING_APPROVAL, StepStatus.WAITING_RETRY],
+        target=StepStatus.QUEUED,
+    )
+    def enqueue(self) -> None:
+        """pending|awaiting_approval (approved)|waiting_retry (due) → queued."""
+        self.next_attempt_at = None
+
+    @transition(field=status, source=StepStatus.QUEUED, target=StepStatus.RUNNING)
+    def claim(self, *, owner: str, lease_expires_at: Any, now: Any) -> None:
+        """queued → running: a worker took it under a lease; counts one more attempt."""
+        self.attempts += 1
+        self.lease_owner = owner
+        self.lease_expires_at = lease_expires_at
+        self.started_at = now
+        self.finished_at = None
+
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.SUCCEEDED)
+    def succeed(self, *, result: Any, now: Any) -> None:
+        """running → succeeded with the verbatim ``result``."""
+        self.result = result
+        self.error = None
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.WAITING_RETRY)
+    def schedule_retry(self, *, error: dict[str, Any], next_attempt_at: Any, now: Any) -> None:
+        """running → waiting_retry until ``next_attempt_at``."""
+        self.error = error
+        self.next_attempt_at = next_attempt_at
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.FAILED)
+    def fail(self, *, error: dict[str, Any], now: Any) -> None:
+        """running → failed: attempts are used up or the error is not retryable."""
+        self.error = error
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.FAILED, target=StepStatus.QUEUED)
+    def retry(self) -> None:
+        """failed → queued: an operator resumed the run; the step gets fresh attempts."""
+        self.max_attempts = self.attempts + max(1, self.max_attempts)
+
+    @transition(field=status, source=StepStatus.AWAITING_APPROVAL, target=StepStatus.REJECTED)
+    def reject(self, *, error: dict[str, Any], now: Any) -> None:
+        """awaiting_approval → rejected, with the reviewer's reason in ``error``."""
+        self.error = error
+        self.finished_at = now
+
+    @transition(field=status, source=StepStatus.PENDING, target=StepStatus.SKIPPED)
+    def skip(self) -> None:
+        """pending → skipped: the run ended before reaching it."""
+
+    @transition(field=status, source=_STEP_CANCELLABLE, target=StepStatus.CANCELLED)
+    def cancel(self, *, now: Any) -> None:
+        """Any non-terminal status → cancelled."""
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class StepAttempt(models.Model):
+    """One execution attempt of a step, kept so retry and failure context survive.
+
+    ``number`` is 1-based; ``worker`` the ``host:pid`` that ran it; ``duration_ms`` in ms;
+    ``error`` the structured error of a failed attempt.
+    """
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_set")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=AttemptStatus.choices)
+    worker = models.CharField(max_length=128, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="attempt_step_number_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of step {self.step_id} ({self.status})"
+
+
+class Checkpoint(models.Model):
+    """The run's materialized ``state`` right after the step at ``index`` succeeded.
+
+    ``state`` is a full copy, so the state before step N is the checkpoint of step N-1 (or the
+    run's initial state) and a fork can start from any checkpoint.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    step = models.OneToOneField(Step, on_delete=models.CASCADE, related_name="checkpoint")
+    index = models.PositiveIntegerField()
+    state = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.index} of run {self.run_id}"
+
+
+class ToolCall(models.Model):
+    """The tool-call ledger: the recorded outcome of one side effect, by idempotency key.
+
+    A retried or re-delivered step whose key is here returns ``result`` instead of calling the
+    tool again. ``duration_ms`` is the tool's own time in ms.
+    """
+
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    tool = models.CharField(max_length=128)
+    result = models.JSONField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.idempotency_key

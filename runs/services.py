@@ -1,0 +1,714 @@
+"""Every change to runs and steps.
+
+Each public function is one transaction that locks what it changes, calls FSM transitions,
+saves, writes one audit event per transition and registers work for after the commit
+(enqueueing Celery tasks; live events go out through ``audit_record``). Nothing outside the
+database happens inside a transaction: tools run between two transactions in ``step_execute``.
+
+Lock order, everywhere, to rule out deadlocks: the run row, then its step rows, then the
+approval row, then the audit chain's advisory lock (taken inside ``audit_record``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from agentops.errors import Conflict, InvalidInput
+from approvals.policy import Classification, classify, load_rules
+from audit.actors import Actor
+from audit.services import audit_record
+from runs.agents import StepSpec, agent_for
+from runs.agents.base import parse_step_list
+from runs.models import (
+    STEP_IN_FLIGHT,
+    AttemptStatus,
+    Checkpoint,
+    Run,
+    RunStatus,
+    Step,
+    StepAttempt,
+    StepStatus,
+    ToolCall,
+)
+from runs.tools import ToolContext, ToolError, get_tool
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the services of this app and of ``approvals``
+
+
+def args_hash(args: dict[str, Any]) -> str:
+    """SHA-256 hex digest of the canonical JSON (sorted keys, no spaces) of ``args``."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lock_run(run_id: uuid.UUID | str) -> Run:
+    """The run row, locked until the transaction ends (``SELECT ... FOR UPDATE``).
+
+    Raises:
+        Run.DoesNotExist: unknown id.
+    """
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+def record_transition(actor: Actor, obj: Any, from_state: str, **payload: Any) -> None:
+    """Write the audit event of one transition of a run, step or approval request.
+
+    The verb is ``<object type>.<new status>`` (``step.succeeded``); creation is recorded with
+    ``from_state`` empty.
+    """
+    object_type = obj._meta.model_name
+    if object_type == "approvalrequest":
+        object_type = "approval"
+    run_id = obj.pk if object_type == "run" else obj.run_id
+    audit_record(
+        actor=actor,
+        verb=f"{object_type}.{obj.status}" if from_state else f"{object_type}.created",
+        object_type=object_type,
+        object_id=obj.pk,
+        run_id=run_id,
+        from_state=from_state,
+        to_state=obj.status,
+        payload=payload,
+    )
+
+
+def _save_run(run: Run) -> None:
+    run.version += 1
+    run.save()
+
+
+def enqueue_step_on_commit(step_id: int, *, countdown: float | None = None) -> None:
+    """Send ``execute_step(step_id)`` to the workers once the transaction commits."""
+    from runs.tasks import execute_step
+
+    def send() -> None:
+        execute_step.apply_async(args=[step_id], countdown=countdown)
+
+    transaction.on_commit(send)
+
+
+def enqueue_advance_on_commit(run_id: uuid.UUID) -> None:
+    """Send ``advance_run(run_id)`` to the workers once the transaction commits."""
+    from runs.tasks import advance_run
+
+    transaction.on_commit(lambda: advance_run.delay(str(run_id)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Creating runs and steps
+
+
+def _validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
+    tool = get_tool(spec.tool)
+    if tool is None:
+        if registered_only:
+            raise InvalidInput(f"{where}.tool: unknown tool {spec.tool!r}", field=f"{where}.tool")
+        return
+    reason = tool.validate_args(spec.args)
+    if reason:
+        raise InvalidInput(f"{where}.args: {reason}", field=f"{where}.args")
+
+
+def _create_step(
+    run: Run, spec: StepSpec, *, index: int, klass: Classification, actor: Actor
+) -> Step:
+    tool = get_tool(spec.tool)
+    digest = args_hash(spec.args)
+    step = Step(
+        run=run,
+        index=index,
+        tool=spec.tool,
+        args=spec.args,
+        args_hash=digest,
+        idempotency_key=f"{run.pk}:{index}:{spec.tool}:{digest}",
+        risk=klass.risk,
+        required_approvals=klass.required_approvals,
+        rationale=spec.rationale,
+        tool_call_id=spec.tool_call_id,
+        recorded_result=spec.recorded_result,
+        max_attempts=tool.max_attempts if tool else settings.AGENTOPS_DEFAULT_MAX_ATTEMPTS,
+        timeout_seconds=(
+            tool.timeout_seconds if tool else settings.AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS
+        ),
+    )
+    step.save()
+    record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=index)
+    return step
+
+
+def _create_steps(run: Run, specs: list[StepSpec], *, first_index: int, actor: Actor) -> list[Step]:
+    rules = load_rules()
+    return [
+        _create_step(
+            run, spec, index=first_index + i, klass=classify(spec.tool, rules=rules), actor=actor
+        )
+        for i, spec in enumerate(specs)
+    ]
+
+
+def run_create(
+    *,
+    actor: Actor,
+    agent: str,
+    goal: str,
+    steps: Any = None,
+    transcript: Any = None,
+    metadata: Any = None,
+    step_limit: int | None = None,
+    deadline: Any = None,
+) -> Run:
+    """Create a queued run with its initial steps and start it after commit.
+
+    ``agent`` is plan, client or transcript; ``steps`` a list of ``{"tool", "args",
+    "rationale"?}`` (plan, client); ``transcript`` an OpenAI chat message list (transcript);
+    ``metadata`` a JSON object kept as is; ``step_limit`` caps the steps (default
+    ``AGENTOPS_DEFAULT_STEP_LIMIT``); ``deadline`` an aware datetime.
+
+    Raises:
+        InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
+            tool's schema, a transcript that does not parse, more steps than the limit.
+    """
+    if not isinstance(goal, str) or not goal.strip():
+        raise InvalidInput("goal must be a non-empty string", field="goal")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object", field="metadata")
+    handler = agent_for(agent)
+    prepared = handler.prepare({"steps": steps, "transcript": transcript})
+    for i, spec in enumerate(prepared.steps):
+        _validate_spec(spec, where=f"steps[{i}]", registered_only=handler.needs_registered_tools)
+    limit = step_limit or settings.AGENTOPS_DEFAULT_STEP_LIMIT
+    if len(prepared.steps) > limit:
+        raise InvalidInput(
+            f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
+        )
+    with transaction.atomic():
+        run = Run.objects.create(
+            goal=goal,
+            agent=agent,
+            input=prepared.input,
+            metadata=metadata,
+            conversation=prepared.conversation,
+            requested_by=actor.user,
+            step_limit=limit,
+            deadline=deadline,
+        )
+        record_transition(actor, run, "", agent=agent, goal=goal)
+        _create_steps(run, prepared.steps, first_index=0, actor=actor)
+        enqueue_advance_on_commit(run.pk)
+    return run
+
+
+def step_append(
+    *, actor: Actor, run_id: uuid.UUID, tool: str, args: Any, rationale: str = ""
+) -> Step:
+    """Append one step to a client run; it runs when the steps before it are done.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: unknown tool or arguments that fail its schema; not a client run.
+        Conflict: the run is finished, or its client already completed it.
+    """
+    specs = parse_step_list(
+        [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
+    )
+    _validate_spec(specs[0], where="step", registered_only=True)
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.agent != "client":
+            raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
+        if run.is_terminal:
+            raise Conflict(f"run is {run.status}: no more steps can be appended")
+        if run.client_done:
+            raise Conflict("the client already completed this run")
+        count = run.steps.count()
+        if count >= run.step_limit:
+            raise Conflict(f"run reached its step limit of {run.step_limit}")
+        (step,) = _create_steps(run, specs, first_index=count, actor=actor)
+        _save_run(run)
+        enqueue_advance_on_commit(run.pk)
+    return step
+
+
+# ---------------------------------------------------------------------------------------------
+# Advancing a run
+
+
+def _fail_run(run: Run, actor: Actor, error: dict[str, Any]) -> None:
+    from_state = run.status
+    run.fail(error=error)
+    run.finished_at = timezone.now()
+    _save_run(run)
+    record_transition(actor, run, from_state, error=error)
+
+
+def _finish_pending(run: Run, actor: Actor) -> None:
+    """Skip every step still pending: the run ended before reaching them."""
+    for step in run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index"):
+        step.skip()
+        step.save()
+        record_transition(actor, step, StepStatus.PENDING)
+
+
+def advance_locked(run: Run, actor: Actor) -> None:
+    """Move a locked run on: start it, open an approval or queue its next step, or finish it.
+
+    The caller holds the run's row lock inside a transaction. Does nothing while a step is in
+    flight (awaiting approval, queued, running or waiting to retry) or the run is not active.
+    """
+    from approvals.services import approval_open_locked
+
+    if run.status == RunStatus.QUEUED:
+        run.start()
+        run.started_at = timezone.now()
+        _save_run(run)
+        record_transition(actor, run, RunStatus.QUEUED)
+    if run.status != RunStatus.RUNNING:
+        return
+    if run.steps.filter(status__in=STEP_IN_FLIGHT).exists():
+        return
+    if run.deadline and timezone.now() >= run.deadline:
+        _finish_pending(run, actor)
+        _fail_run(run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"})
+        return
+    step = run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index").first()
+    if step is None:
+        if agent_for(run.agent).is_finished(run):
+            run.succeed()
+            run.finished_at = timezone.now()
+            _save_run(run)
+            record_transition(actor, run, RunStatus.RUNNING)
+        return
+    if step.required_approvals:
+        step.request_approval()
+        step.save()
+        record_transition(actor, step, StepStatus.PENDING)
+        approval_open_locked(run=run, step=step, actor=actor)
+        run.await_approval()
+        _save_run(run)
+        record_transition(actor, run, RunStatus.RUNNING, step=step.index)
+        return
+    step.enqueue()
+    step.save()
+    record_transition(actor, step, StepStatus.PENDING)
+    enqueue_step_on_commit(step.pk)
+
+
+def run_advance(*, run_id: uuid.UUID | str, actor: Actor) -> None:
+    """Advance the run ``run_id`` (see ``advance_locked``) in its own transaction.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+    """
+    with transaction.atomic():
+        advance_locked(lock_run(run_id), actor)
+
+
+def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
+    """A client app says it appends no more steps; the run succeeds once its steps are done.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: not a client run.
+        Conflict: the run is already finished or completed.
+    """
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.agent != "client":
+            raise InvalidInput(f"only client runs are completed by their client, not {run.agent}")
+        if run.is_terminal:
+            raise Conflict(f"run is already {run.status}")
+        if run.client_done:
+            raise Conflict("the client already completed this run")
+        run.client_done = True
+        _save_run(run)
+        audit_record(
+            actor=actor,
+            verb="run.client_completed",
+            object_type="run",
+            object_id=run.pk,
+            run_id=run.pk,
+            from_state=run.status,
+            to_state=run.status,
+        )
+        advance_locked(run, actor)
+    return run
+
+
+_OPEN_STEP_STATUSES = [StepStatus.PENDING, *STEP_IN_FLIGHT]
+
+
+def _cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
+    """Cancel every open step of a locked run, and the approval a step waits on."""
+    from approvals.services import approval_cancel_locked
+
+    open_steps = run.steps.select_for_update().filter(status__in=_OPEN_STEP_STATUSES)
+    for step in open_steps.order_by("index"):
+        from_state = step.status
+        if from_state == StepStatus.AWAITING_APPROVAL:
+            approval_cancel_locked(step=step, actor=actor)
+        step.cancel(now=now)
+        step.save()
+        record_transition(actor, step, from_state)
+
+
+def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
+    """Cancel a run and every step and approval still open.
+
+    A step that is running when the run is cancelled finishes on its worker, but its outcome
+    no longer moves the run (``step_execute`` sees the step cancelled).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        TransitionNotAllowed: the run is already succeeded, failed or cancelled.
+    """
+    with transaction.atomic():
+        run = lock_run(run_id)
+        from_state = run.status
+        error = {"type": "cancelled", "message": reason or "cancelled", "by": actor.name}
+        run.cancel(error=error)
+        now = timezone.now()
+        run.finished_at = now
+        _save_run(run)
+        record_transition(actor, run, from_state, reason=reason)
+        _cancel_open_steps(run, actor, now)
+    return run
+
+
+def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
+    """Continue a failed run from its failed step; steps that succeeded are not run again.
+
+    The failed step is queued again with fresh attempts (its earlier attempts are kept).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        TransitionNotAllowed: the run is not failed.
+        Conflict: a reviewer rejected the step the run failed on (fork the run instead).
+    """
+    with transaction.atomic():
+        run = lock_run(run_id)
+        last = run.steps.select_for_update().exclude(status=StepStatus.PENDING).order_by("-index")
+        failed = last.first()
+        if failed is not None and failed.status == StepStatus.REJECTED:
+            raise Conflict("a reviewer rejected this run's step: it cannot be resumed")
+        run.resume()
+        run.finished_at = None
+        _save_run(run)
+        record_transition(actor, run, RunStatus.FAILED)
+        if failed is not None and failed.status == StepStatus.FAILED:
+            failed.retry()
+            failed.save()
+            record_transition(actor, failed, StepStatus.FAILED)
+            enqueue_step_on_commit(failed.pk)
+        else:
+            advance_locked(run, actor)
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Executing a step
+
+
+@dataclass
+class _Outcome:
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    duration_ms: int = 0
+    from_ledger: bool = False
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Delay before retry number ``attempt`` (1-based), in seconds.
+
+    Exponential backoff with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And
+    Jitter", 2015): ``d = min(cap, base * 2**(attempt-1))``, then a uniform pick in
+    ``[d/2, d]``, so retries of many steps do not arrive together. ``base`` and ``cap`` are
+    ``AGENTOPS_RETRY_BASE_SECONDS`` and ``AGENTOPS_RETRY_MAX_SECONDS``.
+    """
+    ceiling = min(
+        settings.AGENTOPS_RETRY_MAX_SECONDS,
+        settings.AGENTOPS_RETRY_BASE_SECONDS * 2 ** max(0, attempt - 1),
+    )
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _error(kind: str, message: str, *, attempt: int, retryable: bool, tb: str = "") -> dict:
+    return {
+        "type": kind,
+        "message": message,
+        "traceback": tb,
+        "attempt": attempt,
+        "retryable": retryable,
+        "at": timezone.now().isoformat(),
+    }
+
+
+def _call_tool(step: Step) -> _Outcome:
+    """Run the step's tool with its timeout, outside any transaction."""
+    started = time.monotonic()
+
+    def elapsed() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    recorded = ToolCall.objects.filter(idempotency_key=step.idempotency_key).first()
+    if recorded is not None:
+        return _Outcome(True, recorded.result, duration_ms=elapsed(), from_ledger=True)
+    if step.tool_call_id:
+        # A transcript step: its effect happened in the recorded conversation; replay it.
+        return _Outcome(True, step.recorded_result, duration_ms=elapsed())
+    tool = get_tool(step.tool)
+    if tool is None:
+        error = _error(
+            "unknown_tool",
+            f"no tool named {step.tool!r} is registered",
+            attempt=step.attempts,
+            retryable=False,
+        )
+        return _Outcome(False, error=error, duration_ms=elapsed())
+    ctx = ToolContext(
+        idempotency_key=step.idempotency_key,
+        run_id=str(step.run_id),
+        step_id=step.pk,
+        attempt=step.attempts,
+        timeout_seconds=step.timeout_seconds,
+    )
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = tool.fn(step.args, ctx)
+        except BaseException as exc:  # recorded as the attempt's error
+            box["exc"] = exc
+            box["tb"] = traceback.format_exc()
+        finally:
+            close_old_connections()
+
+    # The tool runs in a daemon thread so a hung tool cannot hold the worker past its timeout;
+    # the thread is abandoned (Python cannot kill it) and the attempt fails with `timeout`.
+    thread = threading.Thread(target=target, name=f"tool-{step.tool}", daemon=True)
+    thread.start()
+    thread.join(step.timeout_seconds)
+    if thread.is_alive():
+        error = _error(
+            "timeout",
+            f"{step.tool} did not return within {step.timeout_seconds} s",
+            attempt=step.attempts,
+            retryable=True,
+        )
+        return _Outcome(False, error=error, duration_ms=elapsed())
+    exc = box.get("exc")
+    if exc is None:
+        result = box.get("result")
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as err:
+            error = _error(
+                "bad_result",
+                f"tool returned a value that is not JSON: {err}",
+                attempt=step.attempts,
+                retryable=False,
+            )
+            return _Outcome(False, error=error, duration_ms=elapsed())
+        return _Outcome(True, result, duration_ms=elapsed())
+    if isinstance(exc, ToolError):
+        error = _error(
+            exc.type, str(exc), attempt=step.attempts, retryable=exc.retryable, tb=box["tb"]
+        )
+    else:
+        error = _error(
+            type(exc).__name__, str(exc), attempt=step.attempts, retryable=True, tb=box["tb"]
+        )
+    return _Outcome(False, error=error, duration_ms=elapsed())
+
+
+def _claim(step_id: int, actor: Actor) -> Step | None:
+    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        return None
+    with transaction.atomic():
+        run = lock_run(run_id)
+        step = Step.objects.select_for_update().get(pk=step_id)
+        # A duplicate or late message finds the step no longer queued: nothing to do.
+        if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
+            return None
+        now = timezone.now()
+        # Lease: the step's timeout plus a margin for recording the outcome.
+        lease = now + timedelta(seconds=step.timeout_seconds + 30)
+        step.claim(owner=actor.id, lease_expires_at=lease, now=now)
+        step.save()
+        StepAttempt.objects.create(
+            step=step,
+            number=step.attempts,
+            status=AttemptStatus.RUNNING,
+            worker=actor.id,
+            started_at=now,
+        )
+        record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
+    return step
+
+
+def _record_outcome(step_id: int, outcome: _Outcome, actor: Actor) -> None:
+    with transaction.atomic():
+        step = Step.objects.only("run_id").get(pk=step_id)
+        run = lock_run(step.run_id)
+        step = Step.objects.select_for_update().get(pk=step_id)
+        now = timezone.now()
+        attempt = StepAttempt.objects.select_for_update().get(step=step, number=step.attempts)
+        attempt.finished_at = now
+        attempt.duration_ms = outcome.duration_ms
+        attempt.status = AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED
+        attempt.error = outcome.error
+        attempt.save()
+        if outcome.ok and not outcome.from_ledger:
+            ToolCall.objects.create(
+                idempotency_key=step.idempotency_key,
+                run=run,
+                step=step,
+                tool=step.tool,
+                result=outcome.result,
+                duration_ms=outcome.duration_ms,
+            )
+        if step.status != StepStatus.RUNNING or step.lease_owner != actor.id:
+            # Cancelled, or recovered by another worker, while the tool ran: the attempt and
+            # any effect are on record above, but this outcome no longer moves the step.
+            return
+        run.duration_ms += outcome.duration_ms
+        if outcome.ok:
+            step.succeed(result=outcome.result, now=now)
+            step.save()
+            record_transition(
+                actor,
+                step,
+                StepStatus.RUNNING,
+                attempt=step.attempts,
+                duration_ms=outcome.duration_ms,
+                from_ledger=outcome.from_ledger,
+            )
+            run.state = agent_for(run.agent).checkpoint_state(
+                run, index=step.index, tool=step.tool, result=outcome.result
+            )
+            Checkpoint.objects.create(run=run, step=step, index=step.index, state=run.state)
+            _save_run(run)
+            advance_locked(run, actor)
+            return
+        error = outcome.error or {}
+        if error.get("retryable") and step.attempts < step.max_attempts:
+            delay = backoff_seconds(step.attempts)
+            step.schedule_retry(
+                error=error, next_attempt_at=now + timedelta(seconds=delay), now=now
+            )
+            step.save()
+            record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
+            _save_run(run)
+            _retry_on_commit(step.pk, delay)
+            return
+        step.fail(error=error, now=now)
+        step.save()
+        record_transition(actor, step, StepStatus.RUNNING, error=error)
+        _fail_run(run, actor, {**error, "step": step.index, "tool": step.tool})
+
+
+def _retry_on_commit(step_id: int, delay: float) -> None:
+    from runs.tasks import retry_step
+
+    transaction.on_commit(lambda: retry_step.apply_async(args=[step_id], countdown=delay))
+
+
+def step_execute(*, step_id: int, actor: Actor) -> None:
+    """Claim a queued step, run its tool, and record the outcome; then advance the run.
+
+    Claiming (queued → running, one more attempt, a lease naming ``actor``) is one
+    transaction; the tool runs outside any transaction with the step's timeout; recording
+    the outcome (succeeded with the verbatim result, a checkpoint and the next step queued; or
+    waiting_retry with exponential backoff; or failed, failing the run) is a second one. A step
+    that is not queued (a duplicate message, a cancelled run) is left alone. An effect whose
+    idempotency key is in the tool-call ledger is not repeated: its recorded result is used.
+    """
+    step = _claim(step_id, actor)
+    if step is None:
+        return
+    _record_outcome(step_id, _call_tool(step), actor)
+
+
+def step_retry_due(*, step_id: int, actor: Actor) -> bool:
+    """Queue a step waiting to retry once its ``next_attempt_at`` has come.
+
+    Returns True when the step was queued (the caller then executes it).
+    """
+    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        return False
+    with transaction.atomic():
+        run = lock_run(run_id)
+        step = Step.objects.select_for_update().get(pk=step_id)
+        if step.status != StepStatus.WAITING_RETRY or run.status != RunStatus.RUNNING:
+            return False
+        if step.next_attempt_at and step.next_attempt_at > timezone.now() + timedelta(seconds=1):
+            return False
+        step.enqueue()
+        step.save()
+        record_transition(actor, step, StepStatus.WAITING_RETRY)
+    return True
+
+
+def sweep(*, actor: Actor) -> dict[str, int]:
+    """Recover what lost messages and crashes leave behind; run periodically by Celery beat.
+
+    Re-sends due retries and queued steps whose message may be lost (queued for more than a
+    minute), expires approvals past ``expires_at`` and fails runs past their deadline.
+    Returns counts by kind.
+    """
+    from approvals.services import approval_expire_due
+
+    now = timezone.now()
+    counts = {"retries": 0, "queued": 0, "expired_approvals": 0, "deadlines": 0}
+    for step_id in Step.objects.filter(
+        status=StepStatus.WAITING_RETRY, next_attempt_at__lte=now
+    ).values_list("pk", flat=True):
+        _retry_on_commit(step_id, 0)
+        counts["retries"] += 1
+    for step_id in Step.objects.filter(
+        status=StepStatus.QUEUED, updated_at__lte=now - timedelta(seconds=60)
+    ).values_list("pk", flat=True):
+        enqueue_step_on_commit(step_id)
+        counts["queued"] += 1
+    counts["expired_approvals"] = approval_expire_due(actor=actor)
+    for run_id in Run.objects.filter(
+        status__in=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED],
+        deadline__lte=now,
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = lock_run(run_id)
+            if run.is_terminal:
+                continue
+            if run.status == RunStatus.QUEUED:
+                run_cancel(run_id=run.pk, actor=actor, reason="deadline passed before it started")
+            else:
+                _cancel_open_steps(run, actor, now)
+                _fail_run(
+                    run,
+                    actor,
+                    {"type": "deadline_exceeded", "message": "the run's deadline passed"},
+                )
+        counts["deadlines"] += 1
+    return counts

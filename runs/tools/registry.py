@@ -1,0 +1,112 @@
+"""Registering and looking up tools.
+
+A tool is a Python callable ``fn(args: dict, ctx: ToolContext) -> JSON`` registered under a name
+with a JSON Schema (draft 2020-12) for its arguments, a risk level, whether it has side
+effects, and a timeout in seconds. Arguments are checked against the schema before a step is
+accepted (``validate_args``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+
+class ToolError(Exception):
+    """A tool's own failure. ``retryable`` says whether another attempt may succeed."""
+
+    def __init__(self, message: str, *, retryable: bool = False, type: str = "tool_error"):
+        super().__init__(message)
+        self.retryable = retryable
+        self.type = type
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool is told about the call: the idempotency key to pass to the outside system,
+    the run and step ids, the 1-based attempt number and the timeout in seconds."""
+
+    idempotency_key: str
+    run_id: str
+    step_id: int
+    attempt: int
+    timeout_seconds: int
+
+
+ToolFn = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered tool. ``risk`` is one of low, medium, high, critical; ``timeout_seconds``
+    bounds one attempt; ``max_attempts`` counts the first attempt too."""
+
+    name: str
+    fn: ToolFn
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    risk: str = "low"
+    side_effects: bool = False
+    timeout_seconds: int = 60
+    max_attempts: int = 3
+
+    def validate_args(self, args: Any) -> str | None:
+        """The reason ``args`` fail this tool's schema, or None when they pass."""
+        error = best_match(Draft202012Validator(self.schema).iter_errors(args))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        return f"{where}: {error.message}"
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register(
+    name: str,
+    *,
+    description: str,
+    schema: dict[str, Any] | None = None,
+    risk: str = "low",
+    side_effects: bool = False,
+    timeout_seconds: int = 60,
+    max_attempts: int = 3,
+) -> Callable[[ToolFn], ToolFn]:
+    """Decorator registering ``fn`` as the tool ``name``.
+
+    Raises:
+        ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
+    """
+
+    def decorate(fn: ToolFn) -> ToolFn:
+        if name in _REGISTRY:
+            raise ValueError(f"tool {name!r} is already registered")
+        tool_schema = schema or {"type": "object"}
+        Draft202012Validator.check_schema(tool_schema)
+        _REGISTRY[name] = Tool(
+            name=name,
+            fn=fn,
+            description=description,
+            schema=tool_schema,
+            risk=risk,
+            side_effects=side_effects,
+            timeout_seconds=timeout_seconds,
+            max_attempts=max_attempts,
+        )
+        return fn
+
+    return decorate
+
+
+def get_tool(name: str) -> Tool | None:
+    """The tool registered as ``name``, or None."""
+    return _REGISTRY.get(name)
+
+
+def all_tools() -> list[Tool]:
+    """Every registered tool, sorted by name."""
+    return sorted(_REGISTRY.values(), key=lambda t: t.name)

@@ -1,0 +1,218 @@
+"""Shared fixtures: users with roles, a real Celery worker and a real ASGI server.
+
+Tests run against the real PostgreSQL and Redis (``DATABASE_URL``, ``REDIS_URL``; the README's
+test command sets both). Tests without the ``worker`` fixture run Celery tasks eagerly; their
+on-commit work runs through ``django_capture_on_commit_callbacks(execute=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, Permission
+
+from agentops import celery_app
+from agentops.roles import OPERATORS, REVIEWERS, ensure_roles
+from approvals.models import RiskRule
+from approvals.policy import default_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT.parent / "shared" / "data" / "tau-bench-airline"
+PASSWORD = "correct-horse-battery-staple"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        raise pytest.UsageError(
+            "tests need PostgreSQL: set DATABASE_URL (the README's test command does)"
+        )
+    if not settings.REDIS_URL:
+        raise pytest.UsageError("tests need Redis: set REDIS_URL (the README's test command does)")
+
+
+@pytest.fixture(autouse=True)
+def _eager_celery() -> Iterator[None]:
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = True
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.AGENTOPS_RETRY_BASE_SECONDS = 0
+    settings.AGENTOPS_RETRY_MAX_SECONDS = 0
+
+
+@pytest.fixture
+def seeded(db: None) -> None:
+    """Roles and default risk rules, re-created after transactional tests flushed them."""
+    ensure_roles(Group, Permission)
+    for rule in default_rules():
+        RiskRule.objects.get_or_create(pattern=rule["pattern"], defaults=rule)
+
+
+def make_user(username: str, *groups: str, superuser: bool = False):  # type: ignore[no-untyped-def]
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    if superuser:
+        user = user_model.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+    else:
+        user = user_model.objects.create_user(username, f"{username}@example.com", PASSWORD)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+@pytest.fixture
+def operator(seeded: None):  # type: ignore[no-untyped-def]
+    return make_user("olivia", OPERATORS)
+
+
+@pytest.fixture
+def reviewer(seeded: None):  # type: ignore[no-untyped-def]
+    return make_user("rita", REVIEWERS)
+
+
+@pytest.fixture
+def second_reviewer(seeded: None):  # type: ignore[no-untyped-def]
+    return make_user("ravi", REVIEWERS)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _child_env() -> dict[str, str]:
+    """Environment for a child process that must use the test database."""
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env["CELERY_TASK_ALWAYS_EAGER"] = "0"
+    env["AGENTOPS_RETRY_BASE_SECONDS"] = "0"
+    env["AGENTOPS_RETRY_MAX_SECONDS"] = "0"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Worker:
+    """A real ``celery -A agentops worker`` process on the test database."""
+
+    def __init__(self, log: Path, concurrency: int = 2):
+        self.log = log
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "agentops",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={concurrency}",
+            "--purge",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname",
+            f"test-{os.getpid()}@%h",
+        ]
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=_child_env(), stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def _worker_process(django_db_setup, tmp_path_factory) -> Iterator[Worker]:  # type: ignore[no-untyped-def]
+    worker = Worker(tmp_path_factory.mktemp("worker") / "worker.log")
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def worker(_worker_process: Worker, transactional_db: None, seeded: None) -> Iterator[Worker]:
+    """A running Celery worker; tasks go to it through Redis instead of running eagerly."""
+    celery_app.conf.task_always_eager = False
+    yield _worker_process
+    celery_app.conf.task_always_eager = True
+
+
+class AsgiServer:
+    """A real ``daphne agentops.asgi:application`` process on the test database."""
+
+    def __init__(self, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "agentops.asgi:application",
+        ]
+        self.log = log
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=_child_env(), stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"daphne did not start:\n{log.read_text()[-3000:]}"
+                    ) from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+    """The web app served by daphne (HTTP and WebSocket) on a free local port."""
+    server = AsgiServer(tmp_path_factory.mktemp("daphne") / "daphne.log")
+    yield server
+    server.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
