@@ -1,0 +1,50 @@
+"""Reads of runs and steps shared by the API, the pages and the live streams.
+
+Each selector returns a queryset that loads what its callers show in a fixed number of
+queries, whatever the page size (steps with their approval, latest attempts).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Prefetch, QuerySet
+
+from runs.models import Run, Step, StepAttempt
+
+
+def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
+    """Runs, newest first, optionally filtered by status and agent; requester joined."""
+    qs = Run.objects.select_related("requested_by").order_by("-created_at", "-id")
+    if status:
+        qs = qs.filter(status=status)
+    if agent:
+        qs = qs.filter(agent=agent)
+    return qs
+
+
+def steps_with_details() -> QuerySet[Step]:
+    """Steps in index order with their approval request and attempts loaded."""
+    return (
+        Step.objects.select_related("approval")
+        .prefetch_related(
+            Prefetch("attempt_set", queryset=StepAttempt.objects.order_by("number"))
+        )
+        .order_by("index")
+    )
+
+
+def run_detail_queryset() -> QuerySet[Run]:
+    """Runs with their steps (see ``steps_with_details``) prefetched, for detail views."""
+    return Run.objects.select_related("requested_by").prefetch_related(
+        Prefetch("steps", queryset=steps_with_details())
+    )
+
+
+def run_get(*, run_id: uuid.UUID | str) -> Run:
+    """One run with its steps, approvals and attempts loaded.
+
+    Raises:
+        Run.DoesNotExist: unknown id.
+    """
+    return run_detail_queryset().get(pk=run_id)
