@@ -35,6 +35,7 @@ from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.models import (
     STEP_IN_FLIGHT,
+    AgentKind,
     AttemptStatus,
     Checkpoint,
     Run,
@@ -463,8 +464,11 @@ def _error(kind: str, message: str, *, attempt: int, retryable: bool, tb: str = 
     }
 
 
-def _call_tool(step: Step) -> _Outcome:
-    """Run the step's tool with its timeout, outside any transaction."""
+def _call_tool(step: Step, *, replay: bool) -> _Outcome:
+    """Run the step's tool with its timeout, outside any transaction.
+
+    ``replay``: the step belongs to a transcript run, whose recorded output is its result.
+    """
     started = time.monotonic()
 
     def elapsed() -> int:
@@ -473,7 +477,7 @@ def _call_tool(step: Step) -> _Outcome:
     recorded = ToolCall.objects.filter(idempotency_key=step.idempotency_key).first()
     if recorded is not None:
         return _Outcome(True, recorded.result, duration_ms=elapsed(), from_ledger=True)
-    if step.tool_call_id:
+    if replay:
         # A transcript step: its effect happened in the recorded conversation; replay it.
         return _Outcome(True, step.recorded_result, duration_ms=elapsed())
     tool = get_tool(step.tool)
@@ -541,7 +545,7 @@ def _call_tool(step: Step) -> _Outcome:
     return _Outcome(False, error=error, duration_ms=elapsed())
 
 
-def _claim(step_id: int, actor: Actor) -> Step | None:
+def _claim(step_id: int, actor: Actor) -> tuple[Step, Run] | None:
     run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
     if run_id is None:
         return None
@@ -564,7 +568,7 @@ def _claim(step_id: int, actor: Actor) -> Step | None:
             started_at=now,
         )
         record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
-    return step
+    return step, run
 
 
 def _record_outcome(step_id: int, outcome: _Outcome, actor: Actor) -> None:
@@ -644,10 +648,11 @@ def step_execute(*, step_id: int, actor: Actor) -> None:
     that is not queued (a duplicate message, a cancelled run) is left alone. An effect whose
     idempotency key is in the tool-call ledger is not repeated: its recorded result is used.
     """
-    step = _claim(step_id, actor)
-    if step is None:
+    claimed = _claim(step_id, actor)
+    if claimed is None:
         return
-    _record_outcome(step_id, _call_tool(step), actor)
+    step, run = claimed
+    _record_outcome(step_id, _call_tool(step, replay=run.agent == AgentKind.TRANSCRIPT), actor)
 
 
 def step_retry_due(*, step_id: int, actor: Actor) -> bool:
