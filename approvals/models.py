@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -72,22 +74,22 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
         return f"approval {self.pk} for step {self.step_id} ({self.status})"
 
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.APPROVED)
-    def approve(self, *, now: object) -> None:
+    def approve(self, *, now: datetime) -> None:
         """pending → approved: enough reviewers approved."""
         self.decided_at = now
 
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.REJECTED)
-    def reject(self, *, now: object) -> None:
+    def reject(self, *, now: datetime) -> None:
         """pending → rejected: a reviewer rejected."""
         self.decided_at = now
 
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.EXPIRED)
-    def expire(self, *, now: object) -> None:
+    def expire(self, *, now: datetime) -> None:
         """pending → expired: nobody decided before ``expires_at``."""
         self.decided_at = now
 
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.CANCELLED)
-    def cancel(self, *, now: object) -> None:
+    def cancel(self, *, now: datetime) -> None:
         """pending → cancelled: the run was cancelled."""
         self.decided_at = now
 

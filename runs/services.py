@@ -96,14 +96,11 @@ def _save_run(run: Run) -> None:
     run.save()
 
 
-def enqueue_step_on_commit(step_id: int, *, countdown: float | None = None) -> None:
+def enqueue_step_on_commit(step_id: int) -> None:
     """Send ``execute_step(step_id)`` to the workers once the transaction commits."""
     from runs.tasks import execute_step
 
-    def send() -> None:
-        execute_step.apply_async(args=[step_id], countdown=countdown)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: execute_step.delay(step_id))
 
 
 def enqueue_advance_on_commit(run_id: uuid.UUID) -> None:
@@ -635,7 +632,7 @@ def _record_outcome(step_id: int, outcome: _Outcome, actor: Actor) -> None:
 def _retry_on_commit(step_id: int, delay: float) -> None:
     from runs.tasks import retry_step
 
-    transaction.on_commit(lambda: retry_step.apply_async(args=[step_id], countdown=delay))
+    transaction.on_commit(lambda: retry_step.apply_async((step_id,), countdown=delay))
 
 
 def step_execute(*, step_id: int, actor: Actor) -> None:

@@ -106,7 +106,9 @@ class TranscriptAgent(Agent):
 
     def prepare(self, payload: dict[str, Any]) -> Prepared:
         if payload.get("transcript") is None:
-            raise InvalidInput("a transcript run needs transcript (a message list)", "transcript")
+            raise InvalidInput(
+                "a transcript run needs transcript (a message list)", field="transcript"
+            )
         steps, conversation = parse_transcript(payload["transcript"])
         return Prepared(
             steps=steps,

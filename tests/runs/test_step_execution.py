@@ -1,0 +1,80 @@
+"""Executing steps: timeouts, structured errors, retries used up, results that are not JSON."""
+
+import pytest
+
+import tests.tools  # noqa: F401  (registers the test tools)
+from audit.actors import Actor
+from runs.models import RunStatus, StepStatus, ToolCall
+from runs.services import run_create
+
+pytestmark = pytest.mark.django_db
+
+
+def start(operator, capture, *steps):  # type: ignore[no-untyped-def]
+    with capture(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="t",
+            steps=[{"tool": tool, "args": {}} for tool in steps],
+        )
+    run.refresh_from_db()
+    return run
+
+
+def test_a_hung_tool_times_out_and_retries_until_attempts_are_used(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_hang")
+    step = run.steps.get()
+    assert step.status == StepStatus.FAILED
+    assert step.attempts == 2
+    assert step.error["type"] == "timeout"
+    assert [a.error["type"] for a in step.attempt_set.all()] == ["timeout", "timeout"]
+    assert run.status == RunStatus.FAILED
+    assert run.error["type"] == "timeout"
+    assert run.error["step"] == 0
+
+
+def test_an_exception_is_recorded_as_a_structured_error(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_crash")
+    step = run.steps.get()
+    assert step.status == StepStatus.FAILED
+    error = step.error
+    assert error["type"] == "ValueError"
+    assert error["message"] == "boom"
+    assert "Traceback" in error["traceback"]
+    assert error["attempt"] == 2
+    assert error["at"]
+
+
+def test_a_result_that_is_not_json_fails_without_retry(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_not_json")
+    step = run.steps.get()
+    assert step.status == StepStatus.FAILED
+    assert step.attempts == 1
+    assert step.error["type"] == "bad_result"
+
+
+def test_a_failed_step_leaves_later_steps_pending_and_records_no_effect(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_crash", "test_count")
+    assert [s.status for s in run.steps.order_by("index")] == [
+        StepStatus.FAILED,
+        StepStatus.PENDING,
+    ]
+    assert not ToolCall.objects.filter(run=run).exists()
+
+
+def test_every_succeeded_live_step_is_in_the_tool_call_ledger(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_count", "test_count")
+    assert run.status == RunStatus.SUCCEEDED
+    keys = set(ToolCall.objects.filter(run=run).values_list("idempotency_key", flat=True))
+    assert keys == set(run.steps.values_list("idempotency_key", flat=True))

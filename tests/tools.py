@@ -1,0 +1,36 @@
+"""Tools registered only for tests (imported by the test modules that use them)."""
+
+import threading
+from typing import Any
+
+from runs.tools import ToolContext, register
+
+CALLS: dict[str, int] = {}
+_release = threading.Event()
+
+
+@register(
+    "test_hang",
+    description="Blocks until released (tests only).",
+    timeout_seconds=1,
+    max_attempts=2,
+)
+def hang(args: dict[str, Any], ctx: ToolContext) -> str:
+    _release.wait(5)
+    return "released"
+
+
+@register("test_crash", description="Raises ValueError (tests only).", max_attempts=2)
+def crash(args: dict[str, Any], ctx: ToolContext) -> str:
+    raise ValueError("boom")
+
+
+@register("test_count", description="Counts its calls by idempotency key (tests only).")
+def count(args: dict[str, Any], ctx: ToolContext) -> int:
+    CALLS[ctx.idempotency_key] = CALLS.get(ctx.idempotency_key, 0) + 1
+    return CALLS[ctx.idempotency_key]
+
+
+@register("test_not_json", description="Returns a value that is not JSON (tests only).")
+def not_json(args: dict[str, Any], ctx: ToolContext) -> object:
+    return object()
