@@ -181,9 +181,9 @@ class Step(ConcurrentTransitionMixin, models.Model):
     ``idempotency_key`` is ``{run_id}:{index}:{tool}:{args_hash}`` (``args_hash``: SHA-256 of the
     canonical JSON of ``args``); it keys the tool-call ledger. ``result`` is the verbatim tool
     output; ``error`` the structured failure of the last attempt (type, message, traceback,
-    attempt, at, retryable). ``required_approvals`` is how many reviewers must approve before it
-    runs (0: none), from the risk policy when it was created. ``recorded_result`` holds the recorded output a transcript step
-    replays instead of calling a tool (None for live tools). ``timeout_seconds`` bounds one
+    attempt, at, retryable). ``required_approvals`` is how many reviewers must approve before
+    it runs (0: none), from the risk policy when it was created. ``recorded_result`` holds the
+    recorded output a transcript step replays instead of calling a tool (None for live tools). ``timeout_seconds`` bounds one
     attempt; ``next_attempt_at`` is when a step waiting to retry is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
     the tool reported (tokens, cost_usd).
@@ -308,6 +308,7 @@ class AttemptStatus(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    LOST = "lost", "Lost (worker gone)"
 
 
 class StepAttempt(models.Model):
@@ -356,20 +357,34 @@ class Checkpoint(models.Model):
         return f"checkpoint {self.index} of run {self.run_id}"
 
 
-class ToolCall(models.Model):
-    """The tool-call ledger: the recorded outcome of one side effect, by idempotency key.
+class CallStatus(models.TextChoices):
+    STARTED = "started", "Started (outcome unknown)"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
 
-    A retried or re-delivered step whose key is here returns ``result`` instead of calling the
-    tool again. ``duration_ms`` is the tool's own time in ms.
+
+class ToolCall(models.Model):
+    """The tool-call ledger: one row per idempotency key with the outcome of its side effect.
+
+    The row is written as ``started`` in the same transaction that claims the step, before the
+    tool is called, and set to ``succeeded`` (with the verbatim ``result``) or ``failed`` (the
+    tool reported a failure, so nothing happened) when it returns. A row still ``started``
+    after its attempt ended means the outcome is unknown: the worker died or the tool timed out
+    mid-call. A later attempt then returns a succeeded row's result instead of calling the tool
+    again, and refuses to repeat a non-idempotent tool whose outcome is unknown.
+    ``attempt`` is the step attempt that last started the call; ``duration_ms`` in ms.
     """
 
     idempotency_key = models.CharField(max_length=300, unique=True)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
     tool = models.CharField(max_length=128)
+    status = models.CharField(max_length=16, choices=CallStatus.choices)
+    attempt = models.PositiveIntegerField()
     result = models.JSONField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
-        return self.idempotency_key
+        return f"{self.idempotency_key} ({self.status})"

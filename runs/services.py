@@ -14,17 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
-import threading
-import time
-import traceback
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agentops.errors import Conflict, InvalidInput
@@ -33,10 +29,12 @@ from audit.actors import Actor
 from audit.services import audit_record
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
+from runs.execution import Outcome, backoff_seconds, call_tool, structured_error
 from runs.models import (
     STEP_IN_FLIGHT,
     AgentKind,
     AttemptStatus,
+    CallStatus,
     Checkpoint,
     Run,
     RunStatus,
@@ -45,7 +43,7 @@ from runs.models import (
     StepStatus,
     ToolCall,
 )
-from runs.tools import ToolContext, ToolError, get_tool
+from runs.tools import ToolContext, get_tool
 
 logger = logging.getLogger(__name__)
 
@@ -427,122 +425,47 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
 
 
 @dataclass
-class _Outcome:
-    ok: bool
-    result: Any = None
-    error: dict[str, Any] | None = None
-    duration_ms: int = 0
-    from_ledger: bool = False
+class _Claim:
+    """A claimed step and how to get its outcome: ``call`` the tool, ``replay`` the recorded
+    output, take the ``ledger``'s recorded result, or refuse a repeat whose outcome is
+    ``unknown``."""
+
+    step: Step
+    plan: str
+    ledger_result: Any = None
 
 
-def backoff_seconds(attempt: int) -> float:
-    """Delay before retry number ``attempt`` (1-based), in seconds.
-
-    Exponential backoff with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And
-    Jitter", 2015): ``d = min(cap, base * 2**(attempt-1))``, then a uniform pick in
-    ``[d/2, d]``, so retries of many steps do not arrive together. ``base`` and ``cap`` are
-    ``AGENTOPS_RETRY_BASE_SECONDS`` and ``AGENTOPS_RETRY_MAX_SECONDS``.
-    """
-    ceiling = min(
-        settings.AGENTOPS_RETRY_MAX_SECONDS,
-        settings.AGENTOPS_RETRY_BASE_SECONDS * 2 ** max(0, attempt - 1),
-    )
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
-
-
-def _error(kind: str, message: str, *, attempt: int, retryable: bool, tb: str = "") -> dict:
-    return {
-        "type": kind,
-        "message": message,
-        "traceback": tb,
-        "attempt": attempt,
-        "retryable": retryable,
-        "at": timezone.now().isoformat(),
-    }
-
-
-def _call_tool(step: Step, *, replay: bool) -> _Outcome:
-    """Run the step's tool with its timeout, outside any transaction.
-
-    ``replay``: the step belongs to a transcript run, whose recorded output is its result.
-    """
-    started = time.monotonic()
-
-    def elapsed() -> int:
-        return int((time.monotonic() - started) * 1000)
-
-    recorded = ToolCall.objects.filter(idempotency_key=step.idempotency_key).first()
-    if recorded is not None:
-        return _Outcome(True, recorded.result, duration_ms=elapsed(), from_ledger=True)
-    if replay:
-        # A transcript step: its effect happened in the recorded conversation; replay it.
-        return _Outcome(True, step.recorded_result, duration_ms=elapsed())
-    tool = get_tool(step.tool)
-    if tool is None:
-        error = _error(
-            "unknown_tool",
-            f"no tool named {step.tool!r} is registered",
-            attempt=step.attempts,
-            retryable=False,
-        )
-        return _Outcome(False, error=error, duration_ms=elapsed())
-    ctx = ToolContext(
+def _ledger_plan(run: Run, step: Step, now: Any) -> tuple[str, Any]:
+    """Open (or re-open) the ledger row of the step's idempotency key; say how to proceed."""
+    call, created = ToolCall.objects.select_for_update().get_or_create(
         idempotency_key=step.idempotency_key,
-        run_id=str(step.run_id),
-        step_id=step.pk,
-        attempt=step.attempts,
-        timeout_seconds=step.timeout_seconds,
+        defaults={
+            "run": run,
+            "step": step,
+            "tool": step.tool,
+            "status": CallStatus.STARTED,
+            "attempt": step.attempts,
+            "started_at": now,
+        },
     )
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = tool.fn(step.args, ctx)
-        except BaseException as exc:  # recorded as the attempt's error
-            box["exc"] = exc
-            box["tb"] = traceback.format_exc()
-        finally:
-            close_old_connections()
-
-    # The tool runs in a daemon thread so a hung tool cannot hold the worker past its timeout;
-    # the thread is abandoned (Python cannot kill it) and the attempt fails with `timeout`.
-    thread = threading.Thread(target=target, name=f"tool-{step.tool}", daemon=True)
-    thread.start()
-    thread.join(step.timeout_seconds)
-    if thread.is_alive():
-        error = _error(
-            "timeout",
-            f"{step.tool} did not return within {step.timeout_seconds} s",
-            attempt=step.attempts,
-            retryable=True,
+    replay = run.agent == AgentKind.TRANSCRIPT
+    if not created:
+        if call.status == CallStatus.SUCCEEDED:
+            return "ledger", call.result
+        tool = get_tool(step.tool)
+        if call.status == CallStatus.STARTED and not replay and tool and not tool.safe_to_repeat:
+            return "unknown", None
+        call.status, call.attempt, call.started_at, call.finished_at = (
+            CallStatus.STARTED,
+            step.attempts,
+            now,
+            None,
         )
-        return _Outcome(False, error=error, duration_ms=elapsed())
-    exc = box.get("exc")
-    if exc is None:
-        result = box.get("result")
-        try:
-            json.dumps(result)
-        except (TypeError, ValueError) as err:
-            error = _error(
-                "bad_result",
-                f"tool returned a value that is not JSON: {err}",
-                attempt=step.attempts,
-                retryable=False,
-            )
-            return _Outcome(False, error=error, duration_ms=elapsed())
-        return _Outcome(True, result, duration_ms=elapsed())
-    if isinstance(exc, ToolError):
-        error = _error(
-            exc.type, str(exc), attempt=step.attempts, retryable=exc.retryable, tb=box["tb"]
-        )
-    else:
-        error = _error(
-            type(exc).__name__, str(exc), attempt=step.attempts, retryable=True, tb=box["tb"]
-        )
-    return _Outcome(False, error=error, duration_ms=elapsed())
+        call.save()
+    return ("replay" if replay else "call"), None
 
 
-def _claim(step_id: int, actor: Actor) -> tuple[Step, Run] | None:
+def _claim(step_id: int, actor: Actor) -> _Claim | None:
     run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
     if run_id is None:
         return None
@@ -553,8 +476,9 @@ def _claim(step_id: int, actor: Actor) -> tuple[Step, Run] | None:
         if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
             return None
         now = timezone.now()
-        # Lease: the step's timeout plus a margin for recording the outcome.
-        lease = now + timedelta(seconds=step.timeout_seconds + 30)
+        # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat
+        # extends it. Past it, the sweeper takes the worker for dead.
+        lease = now + timedelta(seconds=step.timeout_seconds + LEASE_MARGIN_SECONDS)
         step.claim(owner=actor.id, lease_expires_at=lease, now=now)
         step.save()
         StepAttempt.objects.create(
@@ -564,69 +488,136 @@ def _claim(step_id: int, actor: Actor) -> tuple[Step, Run] | None:
             worker=actor.id,
             started_at=now,
         )
+        plan, ledger_result = _ledger_plan(run, step, now)
         record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
-    return step, run
+    return _Claim(step, plan, ledger_result)
 
 
-def _record_outcome(step_id: int, outcome: _Outcome, actor: Actor) -> None:
+LEASE_MARGIN_SECONDS = 30
+
+
+def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
+    """Extend the lease of a running step held by ``owner`` to now + ``extend_seconds``.
+
+    Returns False when the lease is no longer ``owner``'s (the step was cancelled or recovered):
+    the tool should stop. One conditional UPDATE, no lock held.
+    """
+    lease = timezone.now() + timedelta(seconds=extend_seconds)
+    updated = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, lease_owner=owner).update(
+        lease_expires_at=lease
+    )
+    return updated == 1
+
+
+def _outcome_of(claim: _Claim, actor: Actor) -> Outcome:
+    step = claim.step
+    if claim.plan == "ledger":
+        return Outcome(True, claim.ledger_result, from_ledger=True)
+    if claim.plan == "unknown":
+        return Outcome(
+            False,
+            error=structured_error(
+                "outcome_unknown",
+                f"an earlier attempt of {step.tool} may have taken effect and the tool is not "
+                "idempotent: not repeated",
+                attempt=step.attempts,
+                retryable=False,
+            ),
+        )
+    if claim.plan == "replay":
+        # A transcript step: its effect happened in the recorded conversation; replay it.
+        return Outcome(True, step.recorded_result)
+    tool = get_tool(step.tool)
+    if tool is None:
+        return Outcome(
+            False,
+            error=structured_error(
+                "unknown_tool",
+                f"no tool named {step.tool!r} is registered",
+                attempt=step.attempts,
+                retryable=False,
+            ),
+        )
+    ctx = ToolContext(
+        idempotency_key=step.idempotency_key,
+        run_id=str(step.run_id),
+        step_id=step.pk,
+        attempt=step.attempts,
+        timeout_seconds=step.timeout_seconds,
+        heartbeat=lambda: step_heartbeat(
+            step_id=step.pk,
+            owner=actor.id,
+            extend_seconds=step.timeout_seconds + LEASE_MARGIN_SECONDS,
+        ),
+    )
+    return call_tool(tool, step.args, ctx)
+
+
+def _settle_ledger(claim: _Claim, outcome: Outcome, now: Any) -> None:
+    """Record the call's outcome in the ledger; an unknown outcome stays ``started``."""
+    if claim.plan not in ("call", "replay") or outcome.effect_unknown:
+        return
+    ToolCall.objects.filter(idempotency_key=claim.step.idempotency_key).update(
+        status=CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
+        result=outcome.result if outcome.ok else None,
+        duration_ms=outcome.duration_ms,
+        finished_at=now,
+    )
+
+
+def _fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now: Any) -> None:
+    """After a failed attempt of a locked step: wait to retry when the error is retryable and
+    attempts remain, else fail the step and the run."""
+    if error.get("retryable") and step.attempts < step.max_attempts:
+        delay = backoff_seconds(step.attempts)
+        step.schedule_retry(error=error, next_attempt_at=now + timedelta(seconds=delay), now=now)
+        step.save()
+        record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
+        _save_run(run)
+        _retry_on_commit(step.pk, delay)
+        return
+    step.fail(error=error, now=now)
+    step.save()
+    record_transition(actor, step, StepStatus.RUNNING, error=error)
+    _fail_run(run, actor, {**error, "step": step.index, "tool": step.tool})
+
+
+def _record_outcome(claim: _Claim, outcome: Outcome, actor: Actor) -> None:
     with transaction.atomic():
-        step = Step.objects.only("run_id").get(pk=step_id)
-        run = lock_run(step.run_id)
-        step = Step.objects.select_for_update().get(pk=step_id)
+        run = lock_run(claim.step.run_id)
+        step = Step.objects.select_for_update().get(pk=claim.step.pk)
         now = timezone.now()
-        attempt = StepAttempt.objects.select_for_update().get(step=step, number=step.attempts)
-        attempt.finished_at = now
-        attempt.duration_ms = outcome.duration_ms
-        attempt.status = AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED
-        attempt.error = outcome.error
-        attempt.save()
-        if outcome.ok and not outcome.from_ledger:
-            ToolCall.objects.create(
-                idempotency_key=step.idempotency_key,
-                run=run,
-                step=step,
-                tool=step.tool,
-                result=outcome.result,
-                duration_ms=outcome.duration_ms,
-            )
-        if step.status != StepStatus.RUNNING or step.lease_owner != actor.id:
-            # Cancelled, or recovered by another worker, while the tool ran: the attempt and
-            # any effect are on record above, but this outcome no longer moves the step.
+        _settle_ledger(claim, outcome, now)
+        StepAttempt.objects.filter(step=step, number=claim.step.attempts).update(
+            status=AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
+            finished_at=now,
+            duration_ms=outcome.duration_ms,
+            error=outcome.error,
+        )
+        if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
+            # Cancelled, or recovered by the sweeper, while the tool ran: the attempt and any
+            # effect are on record above, but this outcome no longer moves the step.
             return
         run.duration_ms += outcome.duration_ms
-        if outcome.ok:
-            step.succeed(result=outcome.result, now=now)
-            step.save()
-            record_transition(
-                actor,
-                step,
-                StepStatus.RUNNING,
-                attempt=step.attempts,
-                duration_ms=outcome.duration_ms,
-                from_ledger=outcome.from_ledger,
-            )
-            run.state = agent_for(run.agent).checkpoint_state(
-                run, index=step.index, tool=step.tool, result=outcome.result
-            )
-            Checkpoint.objects.create(run=run, step=step, index=step.index, state=run.state)
-            _save_run(run)
-            advance_locked(run, actor)
+        if not outcome.ok:
+            _fail_or_retry(run, step, outcome.error or {}, actor, now)
             return
-        error = outcome.error or {}
-        if error.get("retryable") and step.attempts < step.max_attempts:
-            delay = backoff_seconds(step.attempts)
-            step.schedule_retry(
-                error=error, next_attempt_at=now + timedelta(seconds=delay), now=now
-            )
-            step.save()
-            record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
-            _save_run(run)
-            _retry_on_commit(step.pk, delay)
-            return
-        step.fail(error=error, now=now)
+        step.succeed(result=outcome.result, now=now)
         step.save()
-        record_transition(actor, step, StepStatus.RUNNING, error=error)
-        _fail_run(run, actor, {**error, "step": step.index, "tool": step.tool})
+        record_transition(
+            actor,
+            step,
+            StepStatus.RUNNING,
+            attempt=step.attempts,
+            duration_ms=outcome.duration_ms,
+            from_ledger=outcome.from_ledger,
+        )
+        run.state = agent_for(run.agent).checkpoint_state(
+            run, index=step.index, tool=step.tool, result=outcome.result
+        )
+        Checkpoint.objects.create(run=run, step=step, index=step.index, state=run.state)
+        _save_run(run)
+        advance_locked(run, actor)
 
 
 def _retry_on_commit(step_id: int, delay: float) -> None:
@@ -638,18 +629,68 @@ def _retry_on_commit(step_id: int, delay: float) -> None:
 def step_execute(*, step_id: int, actor: Actor) -> None:
     """Claim a queued step, run its tool, and record the outcome; then advance the run.
 
-    Claiming (queued → running, one more attempt, a lease naming ``actor``) is one
-    transaction; the tool runs outside any transaction with the step's timeout; recording
-    the outcome (succeeded with the verbatim result, a checkpoint and the next step queued; or
-    waiting_retry with exponential backoff; or failed, failing the run) is a second one. A step
-    that is not queued (a duplicate message, a cancelled run) is left alone. An effect whose
-    idempotency key is in the tool-call ledger is not repeated: its recorded result is used.
+    Claiming (queued → running, one more attempt, a lease naming ``actor``, the ledger row of
+    its idempotency key opened as ``started``) is one transaction; the tool runs outside any
+    transaction with the step's timeout; recording the outcome (succeeded with the verbatim
+    result, a checkpoint and the next step queued; or waiting_retry with exponential backoff;
+    or failed, failing the run) is a second one. A step that is not queued (a duplicate
+    message, a cancelled run) is left alone. A key the ledger holds as succeeded returns its
+    recorded result without calling the tool; a non-idempotent call whose outcome is unknown is
+    not repeated (``outcome_unknown``).
     """
-    claimed = _claim(step_id, actor)
-    if claimed is None:
+    claim = _claim(step_id, actor)
+    if claim is None:
         return
-    step, run = claimed
-    _record_outcome(step_id, _call_tool(step, replay=run.agent == AgentKind.TRANSCRIPT), actor)
+    _record_outcome(claim, _outcome_of(claim, actor), actor)
+
+
+def step_recover_lost(*, step_id: int, actor: Actor) -> bool:
+    """Recover a running step whose lease expired: its worker died or hung.
+
+    The attempt is marked ``lost`` with a ``worker_lost`` error; the step then waits to retry
+    or fails like any failed attempt, except that a non-idempotent call whose ledger row is
+    still ``started`` fails with ``outcome_unknown`` instead of being repeated. Returns True
+    when the step was recovered.
+    """
+    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        return False
+    with transaction.atomic():
+        run = lock_run(run_id)
+        step = Step.objects.select_for_update().get(pk=step_id)
+        now = timezone.now()
+        if step.status != StepStatus.RUNNING or (
+            step.lease_expires_at and step.lease_expires_at > now
+        ):
+            return False
+        error = structured_error(
+            "worker_lost",
+            f"the lease of {step.lease_owner or 'its worker'} expired "
+            f"at {step.lease_expires_at.isoformat() if step.lease_expires_at else 'once'}",
+            attempt=step.attempts,
+            retryable=True,
+        )
+        StepAttempt.objects.filter(step=step, number=step.attempts).update(
+            status=AttemptStatus.LOST, finished_at=now, error=error
+        )
+        call = ToolCall.objects.filter(idempotency_key=step.idempotency_key).first()
+        tool = get_tool(step.tool)
+        if (
+            call is not None
+            and call.status == CallStatus.STARTED
+            and run.agent != AgentKind.TRANSCRIPT
+            and tool is not None
+            and not tool.safe_to_repeat
+        ):
+            error = {
+                **error,
+                "type": "outcome_unknown",
+                "retryable": False,
+                "message": error["message"] + "; the call may have taken effect and "
+                f"{step.tool} is not idempotent: not repeated",
+            }
+        _fail_or_retry(run, step, error, actor, now)
+    return True
 
 
 def step_retry_due(*, step_id: int, actor: Actor) -> bool:
@@ -676,14 +717,18 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
 def sweep(*, actor: Actor) -> dict[str, int]:
     """Recover what lost messages and crashes leave behind; run periodically by Celery beat.
 
-    Re-sends due retries and queued steps whose message may be lost (queued for more than a
-    minute), expires approvals past ``expires_at`` and fails runs past their deadline.
-    Returns counts by kind.
+    Recovers running steps whose lease expired (``step_recover_lost``), re-sends due retries
+    and queued steps whose message may be lost (queued for more than a minute), expires
+    approvals past ``expires_at`` and fails runs past their deadline. Returns counts by kind.
     """
     from approvals.services import approval_expire_due
 
     now = timezone.now()
-    counts = {"retries": 0, "queued": 0, "expired_approvals": 0, "deadlines": 0}
+    counts = {"lost": 0, "retries": 0, "queued": 0, "expired_approvals": 0, "deadlines": 0}
+    for step_id in Step.objects.filter(
+        status=StepStatus.RUNNING, lease_expires_at__lt=now
+    ).values_list("pk", flat=True):
+        counts["lost"] += step_recover_lost(step_id=step_id, actor=actor)
     for step_id in Step.objects.filter(
         status=StepStatus.WAITING_RETRY, next_attempt_at__lte=now
     ).values_list("pk", flat=True):

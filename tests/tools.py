@@ -34,3 +34,14 @@ def count(args: dict[str, Any], ctx: ToolContext) -> int:
 @register("test_not_json", description="Returns a value that is not JSON (tests only).")
 def not_json(args: dict[str, Any], ctx: ToolContext) -> object:
     return object()
+
+
+@register(
+    "test_send",
+    description="A non-idempotent side effect (tests only).",
+    side_effects=True,
+    risk="low",
+)
+def send(args: dict[str, Any], ctx: ToolContext) -> int:
+    CALLS[ctx.idempotency_key] = CALLS.get(ctx.idempotency_key, 0) + 1
+    return CALLS[ctx.idempotency_key]

@@ -25,16 +25,26 @@ class ToolError(Exception):
         self.type = type
 
 
+def _no_heartbeat() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool is told about the call: the idempotency key to pass to the outside system,
-    the run and step ids, the 1-based attempt number and the timeout in seconds."""
+    the run and step ids, the 1-based attempt number and the timeout in seconds.
+
+    A long tool calls ``heartbeat()`` now and then to extend its step's lease; it returns False
+    once the lease is lost (the run was cancelled or the step recovered by the sweeper), and the
+    tool should then stop without further effects.
+    """
 
     idempotency_key: str
     run_id: str
     step_id: int
     attempt: int
     timeout_seconds: int
+    heartbeat: Callable[[], bool] = _no_heartbeat
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Any]
@@ -43,7 +53,9 @@ ToolFn = Callable[[dict[str, Any], ToolContext], Any]
 @dataclass(frozen=True)
 class Tool:
     """A registered tool. ``risk`` is one of low, medium, high, critical; ``timeout_seconds``
-    bounds one attempt; ``max_attempts`` counts the first attempt too."""
+    bounds one attempt; ``max_attempts`` counts the first attempt too. ``idempotent``: calling
+    it twice with the same idempotency key has the effect of one call (the outside system
+    deduplicates by key), so a call whose outcome is unknown may be repeated."""
 
     name: str
     fn: ToolFn
@@ -53,6 +65,12 @@ class Tool:
     side_effects: bool = False
     timeout_seconds: int = 60
     max_attempts: int = 3
+    idempotent: bool = True
+
+    @property
+    def safe_to_repeat(self) -> bool:
+        """Whether an attempt whose outcome is unknown may be made again."""
+        return self.idempotent or not self.side_effects
 
     def validate_args(self, args: Any) -> str | None:
         """The reason ``args`` fail this tool's schema, or None when they pass."""
@@ -75,8 +93,11 @@ def register(
     side_effects: bool = False,
     timeout_seconds: int = 60,
     max_attempts: int = 3,
+    idempotent: bool | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
+
+    ``idempotent`` defaults to True for tools without side effects and False for the others.
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -96,6 +117,7 @@ def register(
             side_effects=side_effects,
             timeout_seconds=timeout_seconds,
             max_attempts=max_attempts,
+            idempotent=(not side_effects) if idempotent is None else idempotent,
         )
         return fn
 

@@ -60,7 +60,7 @@ def test_a_result_that_is_not_json_fails_without_retry(
     assert step.error["type"] == "bad_result"
 
 
-def test_a_failed_step_leaves_later_steps_pending_and_records_no_effect(
+def test_a_failed_step_leaves_later_steps_pending_and_its_call_failed_in_the_ledger(
     operator, django_capture_on_commit_callbacks
 ):
     run = start(operator, django_capture_on_commit_callbacks, "test_crash", "test_count")
@@ -68,7 +68,9 @@ def test_a_failed_step_leaves_later_steps_pending_and_records_no_effect(
         StepStatus.FAILED,
         StepStatus.PENDING,
     ]
-    assert not ToolCall.objects.filter(run=run).exists()
+    assert list(ToolCall.objects.filter(run=run).values_list("tool", "status")) == [
+        ("test_crash", "failed")
+    ]
 
 
 def test_every_succeeded_live_step_is_in_the_tool_call_ledger(

@@ -18,19 +18,43 @@ DEMO_TRANSCRIPT = [
     {
         "role": "assistant",
         "content": "Let me look the reservation up first.",
-        "tool_calls": [{"id": "call_1", "type": "function", "function": {
-            "name": "get_reservation_details", "arguments": "{\"reservation_id\": \"ZFA04Y\"}"}}],
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {
+                    "name": "get_reservation_details",
+                    "arguments": '{"reservation_id": "ZFA04Y"}',
+                },
+            }
+        ],
     },
-    {"role": "tool", "tool_call_id": "call_1", "name": "get_reservation_details",
-     "content": "{\"reservation_id\": \"ZFA04Y\", \"status\": \"confirmed\", \"insurance\": \"yes\"}"},
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "name": "get_reservation_details",
+        "content": '{"reservation_id": "ZFA04Y", "status": "confirmed", "insurance": "yes"}',
+    },
     {
         "role": "assistant",
         "content": "The booking has travel insurance, so it can be cancelled with a full refund.",
-        "tool_calls": [{"id": "call_2", "type": "function", "function": {
-            "name": "cancel_reservation", "arguments": "{\"reservation_id\": \"ZFA04Y\"}"}}],
+        "tool_calls": [
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {
+                    "name": "cancel_reservation",
+                    "arguments": '{"reservation_id": "ZFA04Y"}',
+                },
+            }
+        ],
     },
-    {"role": "tool", "tool_call_id": "call_2", "name": "cancel_reservation",
-     "content": "{\"reservation_id\": \"ZFA04Y\", \"status\": \"cancelled\"}"},
+    {
+        "role": "tool",
+        "tool_call_id": "call_2",
+        "name": "cancel_reservation",
+        "content": '{"reservation_id": "ZFA04Y", "status": "cancelled"}',
+    },
     {"role": "assistant", "content": "Your reservation ZFA04Y is cancelled and refunded."},
 ]
 
@@ -60,21 +84,56 @@ class Command(BaseCommand):
             self.stdout.write("demo runs already exist; none added")
             return
         actor = Actor.for_user(users["operator"])
-        run_create(actor=actor, agent="plan", goal="Add up an invoice", steps=[
-            {"tool": "calculate", "args": {"expression": "129.5 + 40 * 2"},
-             "rationale": "Total of one item and two services"},
-            {"tool": "echo", "args": {"value": "total computed"}},
-        ])
-        run_create(actor=actor, agent="plan", goal="Email the customer their refund", steps=[
-            {"tool": "calculate", "args": {"expression": "300 - 45"},
-             "rationale": "Refund is the fare minus the change fee"},
-            {"tool": "send_email", "rationale": "The customer asked for written confirmation",
-             "args": {"to": ["customer@example.com"], "subject": "Your refund",
-                      "body": "We refunded 255 USD to your card."}},
-        ])
-        run_create(actor=actor, agent="plan", goal="Call a flaky service", steps=[
-            {"tool": "flaky", "args": {"failures": 2}, "rationale": "Shows retries with backoff"},
-        ])
-        run_create(actor=actor, agent="transcript", goal="Replay: cancel reservation ZFA04Y",
-                   transcript=DEMO_TRANSCRIPT)
+        run_create(
+            actor=actor,
+            agent="plan",
+            goal="Add up an invoice",
+            steps=[
+                {
+                    "tool": "calculate",
+                    "args": {"expression": "129.5 + 40 * 2"},
+                    "rationale": "Total of one item and two services",
+                },
+                {"tool": "echo", "args": {"value": "total computed"}},
+            ],
+        )
+        run_create(
+            actor=actor,
+            agent="plan",
+            goal="Email the customer their refund",
+            steps=[
+                {
+                    "tool": "calculate",
+                    "args": {"expression": "300 - 45"},
+                    "rationale": "Refund is the fare minus the change fee",
+                },
+                {
+                    "tool": "send_email",
+                    "rationale": "The customer asked for written confirmation",
+                    "args": {
+                        "to": ["customer@example.com"],
+                        "subject": "Your refund",
+                        "body": "We refunded 255 USD to your card.",
+                    },
+                },
+            ],
+        )
+        run_create(
+            actor=actor,
+            agent="plan",
+            goal="Call a flaky service",
+            steps=[
+                {
+                    "tool": "flaky",
+                    "args": {"failures": 2},
+                    "rationale": "Shows retries with backoff",
+                },
+            ],
+        )
+        run_create(
+            actor=actor,
+            agent="transcript",
+            goal="Replay: cancel reservation ZFA04Y",
+            transcript=DEMO_TRANSCRIPT,
+        )
         self.stdout.write("demo runs created: 4 (two will wait for a reviewer)")

@@ -1,0 +1,121 @@
+"""Calling one tool: its timeout, its outcome and its structured error.
+
+Nothing here touches the database; ``runs.services`` claims the step before and records the
+outcome after.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from runs.tools import Tool, ToolContext, ToolError
+
+
+@dataclass
+class Outcome:
+    """What one attempt produced: ``result`` when ``ok``, else ``error`` (see
+    ``structured_error``). ``duration_ms`` is the tool's time in ms; ``effect_unknown`` says the
+    call may or may not have taken effect (it timed out); ``from_ledger`` that the result is the
+    one recorded by an earlier attempt, and no tool was called."""
+
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    duration_ms: int = 0
+    effect_unknown: bool = False
+    from_ledger: bool = False
+
+
+def structured_error(
+    kind: str, message: str, *, attempt: int, retryable: bool, tb: str = ""
+) -> dict[str, Any]:
+    """The error kept on a step and its attempt: ``type``, ``message``, ``traceback``,
+    ``attempt`` (1-based), ``retryable`` and ``at`` (ISO 8601 time)."""
+    return {
+        "type": kind,
+        "message": message,
+        "traceback": tb,
+        "attempt": attempt,
+        "retryable": retryable,
+        "at": timezone.now().isoformat(),
+    }
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Delay before the retry that follows attempt number ``attempt`` (1-based), in seconds.
+
+    Exponential backoff with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And
+    Jitter", 2015): ``d = min(cap, base * 2**(attempt-1))``, then a uniform pick in
+    ``[d/2, d]``, so retries of many steps do not arrive together. ``base`` and ``cap`` are
+    ``AGENTOPS_RETRY_BASE_SECONDS`` and ``AGENTOPS_RETRY_MAX_SECONDS``.
+    """
+    ceiling = min(
+        settings.AGENTOPS_RETRY_MAX_SECONDS,
+        settings.AGENTOPS_RETRY_BASE_SECONDS * 2 ** max(0, attempt - 1),
+    )
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
+    """Call ``tool`` with ``args`` and wait at most ``ctx.timeout_seconds`` seconds.
+
+    The tool runs in a daemon thread so a hung tool cannot hold the worker past its timeout;
+    on timeout the thread is abandoned (Python cannot kill it) and the outcome is a ``timeout``
+    error with ``effect_unknown``, retryable only when the tool is safe to repeat. A
+    ``ToolError`` keeps its own type and retryable flag; any other exception is retryable; a
+    result that is not JSON-serializable is a ``bad_result`` error.
+    """
+    box: dict[str, Any] = {}
+    started = time.monotonic()
+
+    def target() -> None:
+        try:
+            box["result"] = tool.fn(args, ctx)
+        except BaseException as exc:  # recorded as the attempt's error
+            box["exc"] = exc
+            box["tb"] = traceback.format_exc()
+        finally:
+            # Connections are per thread: one the tool (or its heartbeat) opened dies here.
+            connections.close_all()
+
+    thread = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
+    thread.start()
+    thread.join(ctx.timeout_seconds)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    if thread.is_alive():
+        error = structured_error(
+            "timeout",
+            f"{tool.name} did not return within {ctx.timeout_seconds} s",
+            attempt=ctx.attempt,
+            retryable=tool.safe_to_repeat,
+        )
+        return Outcome(False, error=error, duration_ms=duration_ms, effect_unknown=True)
+    exc = box.get("exc")
+    if exc is None:
+        try:
+            json.dumps(box.get("result"))
+        except (TypeError, ValueError) as err:
+            error = structured_error(
+                "bad_result",
+                f"tool returned a value that is not JSON: {err}",
+                attempt=ctx.attempt,
+                retryable=False,
+            )
+            return Outcome(False, error=error, duration_ms=duration_ms)
+        return Outcome(True, box.get("result"), duration_ms=duration_ms)
+    if isinstance(exc, ToolError):
+        kind, retryable = exc.type, exc.retryable
+    else:
+        kind, retryable = type(exc).__name__, True
+    error = structured_error(kind, str(exc), attempt=ctx.attempt, retryable=retryable, tb=box["tb"])
+    return Outcome(False, error=error, duration_ms=duration_ms)
