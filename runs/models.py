@@ -183,8 +183,9 @@ class Step(ConcurrentTransitionMixin, models.Model):
     output; ``error`` the structured failure of the last attempt (type, message, traceback,
     attempt, at, retryable). ``required_approvals`` is how many reviewers must approve before
     it runs (0: none), from the risk policy when it was created. ``recorded_result`` holds the
-    recorded output a transcript step replays instead of calling a tool (None for live tools). ``timeout_seconds`` bounds one
-    attempt; ``next_attempt_at`` is when a step waiting to retry is due; the lease
+    recorded output a transcript step replays instead of calling a tool (None for live tools).
+    ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
+    is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
     the tool reported (tokens, cost_usd).
     """
