@@ -420,6 +420,103 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
     return run
 
 
+def run_fork(
+    *, run_id: uuid.UUID, actor: Actor, from_index: int, args: dict[str, Any] | None = None
+) -> Run:
+    """Start a new run from the checkpoint before step ``from_index`` of run ``run_id``.
+
+    Steps ``0 .. from_index-1`` must have succeeded: the new run gets them as succeeded steps
+    with their recorded results and checkpoints (no tool is called again), and starts with the
+    state of the checkpoint before ``from_index``. The source's later steps are copied as
+    pending (plan and transcript runs; a client run's client appends its own), the first of
+    them with ``args`` instead of its arguments when given: edited arguments get a new
+    idempotency key and always need a reviewer's approval. The new run's metadata names its
+    source (``forked_from``).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: ``from_index`` out of range or past a step that did not succeed;
+            ``args`` not an object or failing the tool's schema; ``args`` with nothing to edit.
+    """
+    source = Run.objects.get(pk=run_id)
+    steps = list(source.steps.order_by("index"))
+    if not isinstance(from_index, int) or not 0 <= from_index <= len(steps):
+        raise InvalidInput(f"from_index must be between 0 and {len(steps)}", field="from_index")
+    not_done = [s.index for s in steps[:from_index] if s.status != StepStatus.SUCCEEDED]
+    if not_done:
+        raise InvalidInput(
+            f"step {not_done[0]} did not succeed: fork from index {not_done[0]} or earlier",
+            field="from_index",
+        )
+    later = steps[from_index:] if source.agent != AgentKind.CLIENT else []
+    if args is not None:
+        if not later:
+            raise InvalidInput("there is no step at from_index whose args could be edited")
+        if not isinstance(args, dict):
+            raise InvalidInput("args must be an object", field="args")
+        tool = get_tool(later[0].tool)
+        reason = tool.validate_args(args) if tool else None
+        if reason:
+            raise InvalidInput(f"args: {reason}", field="args")
+    checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
+    with transaction.atomic():
+        run = Run.objects.create(
+            goal=source.goal,
+            agent=source.agent,
+            input=source.input,
+            metadata={
+                **source.metadata,
+                "forked_from": {"run": str(source.pk), "index": from_index},
+            },
+            conversation=source.conversation,
+            requested_by=actor.user,
+            step_limit=source.step_limit,
+            state=checkpoints.get(from_index - 1, {}),
+        )
+        record_transition(
+            actor, run, "", agent=run.agent, forked_from=str(source.pk), from_index=from_index
+        )
+        for old in steps[:from_index]:
+            step = Step.objects.create(
+                run=run,
+                index=old.index,
+                tool=old.tool,
+                args=old.args,
+                args_hash=old.args_hash,
+                idempotency_key=f"{run.pk}:{old.index}:{old.tool}:{old.args_hash}",
+                risk=old.risk,
+                required_approvals=old.required_approvals,
+                rationale=old.rationale,
+                tool_call_id=old.tool_call_id,
+                recorded_result=old.recorded_result,
+                status=StepStatus.SUCCEEDED,
+                result=old.result,
+                max_attempts=old.max_attempts,
+                timeout_seconds=old.timeout_seconds,
+            )
+            record_transition(actor, step, "", reused_from_step=old.pk, index=old.index)
+            Checkpoint.objects.create(
+                run=run, step=step, index=step.index, state=checkpoints.get(old.index, {})
+            )
+        rules = load_rules()
+        for position, old in enumerate(later):
+            new_args = args if position == 0 and args is not None else None
+            edited = new_args is not None
+            spec = StepSpec(
+                tool=old.tool,
+                args=new_args if new_args is not None else old.args,
+                rationale=old.rationale,
+                tool_call_id=old.tool_call_id,
+                recorded_result=old.recorded_result,
+            )
+            klass = classify(old.tool, rules=rules)
+            if edited:
+                klass = Classification(klass.risk, max(1, klass.required_approvals))
+            _create_step(run, spec, index=old.index, klass=klass, actor=actor)
+        enqueue_advance_on_commit(run.pk)
+    return run
+
+
 # ---------------------------------------------------------------------------------------------
 # Executing a step
 
