@@ -76,6 +76,10 @@ DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'agentops.sqlite3'
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Tests create many users; a deliberately slow password hash would dominate their time.
+if env_bool("AGENTOPS_FAST_PASSWORD_HASHING", False):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -142,12 +146,20 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "agentops.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentops API",
     "DESCRIPTION": "Runs, steps, approvals and audit events of AI-agent runs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Runs, steps, attempts and approvals each have a "status" with its own choices: name them.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.models.RunStatus",
+        "StepStatusEnum": "runs.models.StepStatus",
+        "AttemptStatusEnum": "runs.models.AttemptStatus",
+        "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
+    },
 }
 
 # agentops policy knobs.
@@ -160,6 +172,10 @@ AGENTOPS_RETRY_BASE_SECONDS = env_int("AGENTOPS_RETRY_BASE_SECONDS", 2, minimum=
 AGENTOPS_RETRY_MAX_SECONDS = env_int("AGENTOPS_RETRY_MAX_SECONDS", 300, minimum=0)
 AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimum=1)
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
+# A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
+AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)
+# Queued steps older than this (seconds) are re-sent by the sweeper: their message may be lost.
+AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 
 LOGGING = {
     "version": 1,

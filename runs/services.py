@@ -575,7 +575,9 @@ def _claim(step_id: int, actor: Actor) -> _Claim | None:
         now = timezone.now()
         # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat
         # extends it. Past it, the sweeper takes the worker for dead.
-        lease = now + timedelta(seconds=step.timeout_seconds + LEASE_MARGIN_SECONDS)
+        lease = now + timedelta(
+            seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS
+        )
         step.claim(owner=actor.id, lease_expires_at=lease, now=now)
         step.save()
         StepAttempt.objects.create(
@@ -588,9 +590,6 @@ def _claim(step_id: int, actor: Actor) -> _Claim | None:
         plan, ledger_result = _ledger_plan(run, step, now)
         record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
     return _Claim(step, plan, ledger_result)
-
-
-LEASE_MARGIN_SECONDS = 30
 
 
 def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
@@ -644,7 +643,7 @@ def _outcome_of(claim: _Claim, actor: Actor) -> Outcome:
         heartbeat=lambda: step_heartbeat(
             step_id=step.pk,
             owner=actor.id,
-            extend_seconds=step.timeout_seconds + LEASE_MARGIN_SECONDS,
+            extend_seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS,
         ),
     )
     return call_tool(tool, step.args, ctx)
@@ -815,7 +814,8 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     """Recover what lost messages and crashes leave behind; run periodically by Celery beat.
 
     Recovers running steps whose lease expired (``step_recover_lost``), re-sends due retries
-    and queued steps whose message may be lost (queued for more than a minute), expires
+    and queued steps whose message may be lost (queued for longer than
+    ``AGENTOPS_REQUEUE_AFTER_SECONDS``), expires
     approvals past ``expires_at`` and fails runs past their deadline. Returns counts by kind.
     """
     from approvals.services import approval_expire_due
@@ -832,7 +832,8 @@ def sweep(*, actor: Actor) -> dict[str, int]:
         _retry_on_commit(step_id, 0)
         counts["retries"] += 1
     for step_id in Step.objects.filter(
-        status=StepStatus.QUEUED, updated_at__lte=now - timedelta(seconds=60)
+        status=StepStatus.QUEUED,
+        updated_at__lte=now - timedelta(seconds=settings.AGENTOPS_REQUEUE_AFTER_SECONDS),
     ).values_list("pk", flat=True):
         enqueue_step_on_commit(step_id)
         counts["queued"] += 1

@@ -216,3 +216,22 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):  # type: 
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+@pytest.fixture
+def held_messages(monkeypatch) -> list[tuple[str, tuple]]:  # type: ignore[no-untyped-def]
+    """Hold Celery messages instead of delivering them, as a broker nobody consumes would.
+
+    Returns the list of (task name, args) sent, so a test can deliver them when it wants.
+    """
+    from runs import tasks
+
+    sent: list[tuple[str, tuple]] = []
+    for task in (tasks.advance_run, tasks.execute_step, tasks.retry_step):
+        monkeypatch.setattr(
+            task,
+            "apply_async",
+            lambda args=(), kwargs=None, name=task.name, **options: sent.append((name, args)),
+        )
+        monkeypatch.setattr(task, "delay", lambda *args, name=task.name: sent.append((name, args)))
+    return sent
