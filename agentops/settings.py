@@ -17,7 +17,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", True)
-_DEV_SECRET = "dev-only-insecure-secret-key-change-me-in-production-0123456789"
+_DEV_SECRET = "dev-only-insecure-secret-key-change-me-in-production-0123456789"  # noqa: S105
 SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
