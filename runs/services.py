@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentops.errors import Conflict, InvalidInput
@@ -813,15 +814,24 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
 def sweep(*, actor: Actor) -> dict[str, int]:
     """Recover what lost messages and crashes leave behind; run periodically by Celery beat.
 
-    Recovers running steps whose lease expired (``step_recover_lost``), re-sends due retries
-    and queued steps whose message may be lost (queued for longer than
-    ``AGENTOPS_REQUEUE_AFTER_SECONDS``), expires
-    approvals past ``expires_at`` and fails runs past their deadline. Returns counts by kind.
+    Recovers running steps whose lease expired (``step_recover_lost``); re-sends due retries,
+    queued steps and stalled runs whose message may be lost (unchanged for longer than
+    ``AGENTOPS_REQUEUE_AFTER_SECONDS``: a run still queued, or running with nothing in flight
+    but something to do); expires approvals past ``expires_at`` and fails runs past their
+    deadline. Returns counts by kind.
     """
     from approvals.services import approval_expire_due
 
     now = timezone.now()
-    counts = {"lost": 0, "retries": 0, "queued": 0, "expired_approvals": 0, "deadlines": 0}
+    stale = now - timedelta(seconds=settings.AGENTOPS_REQUEUE_AFTER_SECONDS)
+    counts = {
+        "lost": 0,
+        "retries": 0,
+        "queued": 0,
+        "stalled_runs": 0,
+        "expired_approvals": 0,
+        "deadlines": 0,
+    }
     for step_id in Step.objects.filter(
         status=StepStatus.RUNNING, lease_expires_at__lt=now
     ).values_list("pk", flat=True):
@@ -831,12 +841,28 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     ).values_list("pk", flat=True):
         _retry_on_commit(step_id, 0)
         counts["retries"] += 1
-    for step_id in Step.objects.filter(
-        status=StepStatus.QUEUED,
-        updated_at__lte=now - timedelta(seconds=settings.AGENTOPS_REQUEUE_AFTER_SECONDS),
-    ).values_list("pk", flat=True):
+    for step_id in Step.objects.filter(status=StepStatus.QUEUED, updated_at__lte=stale).values_list(
+        "pk", flat=True
+    ):
         enqueue_step_on_commit(step_id)
         counts["queued"] += 1
+    stalled = (
+        Run.objects.filter(updated_at__lte=stale)
+        .filter(
+            Q(status=RunStatus.QUEUED)
+            | Q(status=RunStatus.RUNNING)
+            & (
+                Q(steps__status=StepStatus.PENDING)
+                | ~Q(agent=AgentKind.CLIENT)
+                | Q(client_done=True)
+            )
+        )
+        .exclude(steps__status__in=STEP_IN_FLIGHT)
+        .distinct()
+    )
+    for run_id in stalled.values_list("pk", flat=True):
+        enqueue_advance_on_commit(run_id)
+        counts["stalled_runs"] += 1
     counts["expired_approvals"] = approval_expire_due(actor=actor)
     for run_id in Run.objects.filter(
         status__in=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED],

@@ -1,0 +1,104 @@
+"""The sweeper re-sends what lost messages left behind and ends what is overdue."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import ApprovalStatus
+from audit.actors import Actor
+from runs.models import Run, RunStatus, Step, StepStatus
+from runs.services import run_create, sweep
+
+pytestmark = pytest.mark.django_db
+
+
+def age(model, **filters):  # type: ignore[no-untyped-def]
+    model.objects.filter(**filters).update(updated_at=timezone.now() - timedelta(hours=1))
+
+
+def test_a_run_whose_start_message_was_lost_is_started(
+    operator, held_messages, django_capture_on_commit_callbacks
+):
+    run = run_create(
+        actor=Actor.for_user(operator),
+        agent="plan",
+        goal="lost start",
+        steps=[{"tool": "echo", "args": {"value": 1}}],
+    )
+    age(Run, pk=run.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = sweep(actor=Actor.system("sweeper"))
+    assert counts["stalled_runs"] == 1
+    assert held_messages[-1] == ("runs.advance_run", (str(run.pk),))
+
+
+def test_a_queued_step_whose_message_was_lost_is_sent_again(
+    operator, held_messages, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="lost step",
+            steps=[{"tool": "echo", "args": {"value": 1}}],
+        )
+    from runs.services import run_advance
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_advance(run_id=run.pk, actor=Actor.system())
+    step = run.steps.get()
+    assert step.status == StepStatus.QUEUED
+    age(Step, pk=step.pk)
+    held_messages.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = sweep(actor=Actor.system("sweeper"))
+    assert counts["queued"] == 1
+    assert ("runs.execute_step", (step.pk,)) in held_messages
+
+
+def test_overdue_approvals_expire_and_fail_their_run(operator, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="mail",
+            steps=[
+                {
+                    "tool": "send_email",
+                    "args": {"to": ["a@example.com"], "subject": "s", "body": "b"},
+                }
+            ],
+        )
+    approval = run.steps.get().approval
+    type(approval).objects.filter(pk=approval.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = sweep(actor=Actor.system("sweeper"))
+    assert counts["expired_approvals"] == 1
+    approval.refresh_from_db()
+    run.refresh_from_db()
+    assert approval.status == ApprovalStatus.EXPIRED
+    assert run.status == RunStatus.FAILED
+    assert run.error["type"] == "approval_expired"
+    assert run.steps.get().status == StepStatus.REJECTED
+
+
+def test_a_run_past_its_deadline_fails_and_its_open_steps_are_cancelled(
+    operator, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="client",
+            goal="idle",
+            deadline=timezone.now() + timedelta(hours=1),
+        )
+    Run.objects.filter(pk=run.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = sweep(actor=Actor.system("sweeper"))
+    assert counts["deadlines"] == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.error["type"] == "deadline_exceeded"
