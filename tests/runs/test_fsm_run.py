@@ -1,0 +1,93 @@
+"""The run state machine: every allowed move, every forbidden one, protection and races."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
+
+from runs.models import Run, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+ERROR = {"type": "test", "message": "test"}
+KWARGS = {"fail": {"error": ERROR}, "cancel": {"error": ERROR}}
+METHODS = [
+    "start",
+    "await_approval",
+    "continue_approved",
+    "succeed",
+    "fail",
+    "cancel",
+    "resume",
+]
+# (source, method) → target, as ARCHITECTURE.md's run state model says.
+ALLOWED = {
+    (RunStatus.QUEUED, "start"): RunStatus.RUNNING,
+    (RunStatus.RUNNING, "await_approval"): RunStatus.AWAITING_APPROVAL,
+    (RunStatus.AWAITING_APPROVAL, "continue_approved"): RunStatus.RUNNING,
+    (RunStatus.RUNNING, "succeed"): RunStatus.SUCCEEDED,
+    (RunStatus.RUNNING, "fail"): RunStatus.FAILED,
+    (RunStatus.AWAITING_APPROVAL, "fail"): RunStatus.FAILED,
+    (RunStatus.QUEUED, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.RUNNING, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.AWAITING_APPROVAL, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.FAILED, "resume"): RunStatus.RUNNING,
+}
+FORBIDDEN = [
+    (status, method)
+    for status in RunStatus.values
+    for method in METHODS
+    if (status, method) not in ALLOWED
+]
+
+
+def make_run(status: str) -> Run:
+    # Direct assignment of the protected status is forbidden, so the row is created in it.
+    return Run.objects.create(goal="fsm", agent="plan", status=status)
+
+
+def call(run: Run, method: str) -> None:
+    getattr(run, method)(**KWARGS.get(method, {}))
+
+
+@pytest.mark.parametrize(("source", "method"), list(ALLOWED), ids=lambda v: str(v))
+def test_allowed_transition_moves_and_saves(source, method):
+    run = make_run(source)
+    call(run, method)
+    run.save()
+    assert Run.objects.get(pk=run.pk).status == ALLOWED[(source, method)]
+
+
+@pytest.mark.parametrize(("source", "method"), FORBIDDEN, ids=lambda v: str(v))
+def test_forbidden_transition_raises(source, method):
+    run = make_run(source)
+    with pytest.raises(TransitionNotAllowed):
+        call(run, method)
+    assert run.status == source
+    assert Run.objects.get(pk=run.pk).status == source
+
+
+def test_every_status_and_method_is_covered():
+    assert len(ALLOWED) + len(FORBIDDEN) == len(RunStatus.values) * len(METHODS)
+    declared = {t.name for t in Run._meta.get_field("status").get_all_transitions(Run)}
+    assert declared == set(METHODS)
+
+
+def test_direct_assignment_of_status_is_refused():
+    run = make_run(RunStatus.QUEUED)
+    with pytest.raises(AttributeError):
+        run.status = RunStatus.SUCCEEDED
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
+
+
+def test_second_of_two_concurrent_transitions_conflicts():
+    run = make_run(RunStatus.RUNNING)
+    first, second = Run.objects.get(pk=run.pk), Run.objects.get(pk=run.pk)
+    first.succeed()
+    first.save()
+    second.cancel(error=ERROR)
+    # As django-fsm asks, save inside atomic(): the conflict rolls back the second change.
+    with pytest.raises(ConcurrentTransition), transaction.atomic():
+        second.save()
+    assert Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED
