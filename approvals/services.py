@@ -17,7 +17,13 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, 
 from audit.actors import Actor
 from audit.services import audit_record
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.services import enqueue_step_on_commit, lock_run, record_transition
+from runs.services import (
+    enqueue_step_on_commit,
+    fail_run_locked,
+    lock_run,
+    record_transition,
+    skip_pending_locked,
+)
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
@@ -63,11 +69,10 @@ def _close(approval: ApprovalRequest, run: Run, step: Step, actor: Actor, *, err
     step.reject(error=error, now=now)
     step.save()
     record_transition(actor, step, StepStatus.AWAITING_APPROVAL, error=error)
-    run.fail(error={**error, "step": step.index, "tool": step.tool})
-    run.finished_at = now
-    run.version += 1
-    run.save()
-    record_transition(actor, run, RunStatus.AWAITING_APPROVAL, error=error)
+    # A rejected or expired step is final (the run cannot be resumed past it): nothing after
+    # it will run.
+    skip_pending_locked(run, actor)
+    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
 
 
 def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor) -> None:

@@ -250,7 +250,8 @@ def step_append(
 # Advancing a run
 
 
-def _fail_run(run: Run, actor: Actor, error: dict[str, Any]) -> None:
+def fail_run_locked(run: Run, actor: Actor, error: dict[str, Any]) -> None:
+    """Fail a locked run (running or awaiting approval) with the structured ``error``."""
     from_state = run.status
     run.fail(error=error)
     run.finished_at = timezone.now()
@@ -258,8 +259,8 @@ def _fail_run(run: Run, actor: Actor, error: dict[str, Any]) -> None:
     record_transition(actor, run, from_state, error=error)
 
 
-def _finish_pending(run: Run, actor: Actor) -> None:
-    """Skip every step still pending: the run ended before reaching them."""
+def skip_pending_locked(run: Run, actor: Actor) -> None:
+    """Skip every pending step of a locked run: the run ended before reaching them."""
     for step in run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index"):
         step.skip()
         step.save()
@@ -284,8 +285,10 @@ def advance_locked(run: Run, actor: Actor) -> None:
     if run.steps.filter(status__in=STEP_IN_FLIGHT).exists():
         return
     if run.deadline and timezone.now() >= run.deadline:
-        _finish_pending(run, actor)
-        _fail_run(run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"})
+        skip_pending_locked(run, actor)
+        fail_run_locked(
+            run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"}
+        )
         return
     step = run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index").first()
     if step is None:
@@ -676,7 +679,7 @@ def _fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, no
     step.fail(error=error, now=now)
     step.save()
     record_transition(actor, step, StepStatus.RUNNING, error=error)
-    _fail_run(run, actor, {**error, "step": step.index, "tool": step.tool})
+    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
 
 
 def _record_outcome(claim: _Claim, outcome: Outcome, actor: Actor) -> None:
@@ -876,7 +879,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
                 run_cancel(run_id=run.pk, actor=actor, reason="deadline passed before it started")
             else:
                 _cancel_open_steps(run, actor, now)
-                _fail_run(
+                fail_run_locked(
                     run,
                     actor,
                     {"type": "deadline_exceeded", "message": "the run's deadline passed"},
