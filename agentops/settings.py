@@ -174,6 +174,10 @@ AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimu
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)
+# Idempotency-Key: how long a key is remembered, and after how long an in-flight key whose
+# request never answered (a crashed web process) may be taken over (seconds).
+AGENTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=1)
+AGENTOPS_IDEMPOTENCY_LOCK_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_LOCK_SECONDS", 60, minimum=1)
 # Queued steps older than this (seconds) are re-sent by the sweeper: their message may be lost.
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 

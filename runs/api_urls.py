@@ -1,1 +1,15 @@
-urlpatterns: list = []
+"""REST API routes of runs and tools, included under ``/api/v1/``.
+
+Names are prefixed ``api-`` (``api-run-list``) so they never clash with the pages' routes.
+Run ids are matched as UUIDs, so a malformed id is a 404 before any view runs.
+"""
+
+from rest_framework.routers import SimpleRouter
+
+from runs.api import RunViewSet, ToolViewSet
+
+router = SimpleRouter(use_regex_path=False)
+router.register("runs", RunViewSet, basename="api-run")
+router.register("tools", ToolViewSet, basename="api-tool")
+
+urlpatterns = router.urls

@@ -1,0 +1,233 @@
+"""REST API of runs, their steps and events, and the tool registry (``/api/v1/``).
+
+Thin views: parse the request with a serializer, call one service or selector, render. Domain
+errors become status codes in ``agentops.api.exception_handler``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Prefetch, QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPagination, actor_for
+from audit.selectors import event_list
+from runs import selectors, services
+from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from runs.models import AgentKind, Run, RunStatus, Step
+from runs.serializers import (
+    CancelRunSerializer,
+    CreateRunSerializer,
+    EmptySerializer,
+    EventPageSerializer,
+    EventQuerySerializer,
+    ForkRunSerializer,
+    RunListSerializer,
+    RunSerializer,
+    StepInputSerializer,
+    StepSerializer,
+    ToolSerializer,
+)
+from runs.tools import all_tools
+
+_BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
+_NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id.")
+_CONFLICT = OpenApiResponse(
+    ErrorSerializer, description="The run's current status forbids this now."
+)
+
+
+class RunFilter(filters.FilterSet):
+    """``?status=`` and ``?agent=``; an unknown value is a 400 naming the allowed ones."""
+
+    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    agent = filters.ChoiceFilter(choices=AgentKind.choices)
+
+    class Meta:
+        model = Run
+        fields = ["status", "agent"]
+
+
+@extend_schema(tags=["runs"])
+@extend_schema_view(
+    list=extend_schema(summary="List runs, newest first (cursor pages)."),
+    retrieve=extend_schema(
+        summary="One run with its conversation and every step.",
+        responses={200: RunSerializer, 404: _NOT_FOUND},
+    ),
+)
+class RunViewSet(viewsets.GenericViewSet):
+    """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
+
+    Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``).
+    Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps and complete
+    ``runs.drive_run``; cancel ``runs.cancel_run``; resume ``runs.resume_run``.
+    """
+
+    lookup_value_converter = "uuid"
+    permission_classes = [ActionPermissions]
+    action_permissions = {
+        "list": ("runs.view_run",),
+        "retrieve": ("runs.view_run",),
+        "events": ("runs.view_run",),
+        "create": ("runs.add_run",),
+        "steps": ("runs.drive_run",),
+        "complete": ("runs.drive_run",),
+        "cancel": ("runs.cancel_run",),
+        "resume": ("runs.resume_run",),
+        "fork": ("runs.add_run",),
+    }
+    filterset_class = RunFilter
+    pagination_class = NewestFirstPagination
+    serializer_class = RunSerializer
+
+    def get_queryset(self) -> QuerySet[Run]:
+        """The runs list: requester joined and step summaries in one more query per page."""
+        summaries = Step.objects.only("id", "run", "index", "tool", "risk", "status")
+        return selectors.run_list().prefetch_related(
+            Prefetch("steps", queryset=summaries.order_by("index"))
+        )
+
+    def get_serializer_class(self) -> type[RunSerializer | RunListSerializer]:
+        return RunListSerializer if self.action == "list" else RunSerializer
+
+    def _run_response(self, run_id: uuid.UUID, code: int = status.HTTP_200_OK) -> Response:
+        return Response(RunSerializer(selectors.run_get(run_id=run_id)).data, status=code)
+
+    def list(self, request: Request) -> Response:
+        """Runs newest first, filtered by ``?status=`` and ``?agent=``; ``?cursor=`` pages."""
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(RunListSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: uuid.UUID) -> Response:
+        """One run with its conversation, state and every step (approval, attempts)."""
+        return self._run_response(pk)
+
+    @extend_schema(
+        summary="Create a run; it starts after the request commits.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=CreateRunSerializer,
+        responses={201: RunSerializer, 400: _BAD_INPUT},
+    )
+    @idempotent
+    def create(self, request: Request) -> Response:
+        """Create a run (``runs.services.run_create``) and answer 201 with it (queued)."""
+        body = CreateRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.run_create(actor=actor_for(request), **body.validated_data)
+        return self._run_response(run.pk, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Append a step to a client run.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=StepInputSerializer,
+        responses={201: StepSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def steps(self, request: Request, pk: uuid.UUID) -> Response:
+        """Append one step (``services.step_append``); it runs after the steps before it."""
+        body = StepInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        step = services.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
+        step = selectors.steps_with_details().get(pk=step.pk)
+        return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="A client run appends no more steps; it succeeds once they are done.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=EmptySerializer,
+        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def complete(self, request: Request, pk: uuid.UUID) -> Response:
+        """Mark a client run complete (``services.run_complete``)."""
+        EmptySerializer(data=request.data).is_valid(raise_exception=True)
+        run = services.run_complete(run_id=pk, actor=actor_for(request))
+        return self._run_response(run.pk)
+
+    @extend_schema(
+        summary="Cancel a run and every open step and approval.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=CancelRunSerializer,
+        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def cancel(self, request: Request, pk: uuid.UUID) -> Response:
+        """Cancel the run (``services.run_cancel``) with an optional ``reason``."""
+        body = CancelRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.run_cancel(
+            run_id=pk, actor=actor_for(request), reason=body.validated_data["reason"]
+        )
+        return self._run_response(run.pk)
+
+    @extend_schema(
+        summary="Resume a failed run from its failed step.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=EmptySerializer,
+        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def resume(self, request: Request, pk: uuid.UUID) -> Response:
+        """Resume a failed run (``services.run_resume``)."""
+        EmptySerializer(data=request.data).is_valid(raise_exception=True)
+        run = services.run_resume(run_id=pk, actor=actor_for(request))
+        return self._run_response(run.pk)
+
+    @extend_schema(
+        summary="Fork a new run from the checkpoint before a step.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=ForkRunSerializer,
+        responses={201: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def fork(self, request: Request, pk: uuid.UUID) -> Response:
+        """Fork (``services.run_fork``): steps before ``from_index`` are reused, not re-run;
+        ``args`` optionally replaces the arguments of the step at ``from_index``."""
+        body = ForkRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
+        return self._run_response(run.pk, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="The run's audit events in id order, after a given event id.",
+        parameters=[EventQuerySerializer],
+        responses={200: EventPageSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, pk: uuid.UUID) -> Response:
+        """Up to ``limit`` events with id > ``after``; ``next_after`` is the last id returned
+        (or ``after`` when none), to pass as the next ``after``."""
+        query = EventQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        after, limit = query.validated_data["after"], query.validated_data["limit"]
+        if not Run.objects.filter(pk=pk).exists():
+            raise NotFound("run not found")
+        events = list(event_list(run_id=pk, after=after)[:limit])
+        next_after = events[-1].pk if events else after
+        return Response(EventPageSerializer({"events": events, "next_after": next_after}).data)
+
+
+@extend_schema(tags=["tools"])
+class ToolViewSet(viewsets.ViewSet):
+    """The registered tools a step may name; any signed-in user may list them."""
+
+    permission_classes = [ActionPermissions]
+    action_permissions = {"list": ()}
+
+    @extend_schema(summary="Registered tools.", responses={200: ToolSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        """Every registered tool, sorted by name, with its argument schema and risk."""
+        return Response(ToolSerializer(all_tools(), many=True).data)

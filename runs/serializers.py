@@ -1,0 +1,232 @@
+"""JSON shapes of runs, steps and tools for the REST API, and the API's input serializers.
+
+Input serializers check the request's shape only (which keys, which JSON types); what the
+values mean (the tool exists, arguments pass its schema, a transcript parses) is checked by
+``runs.services``, which raise ``InvalidInput`` (400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from agentops.api import StrictSerializer
+from audit.serializers import AuditEventSerializer
+from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.tools import Tool
+
+
+class StepAttemptSerializer(serializers.ModelSerializer[StepAttempt]):
+    """One attempt of a step: 1-based ``number``, ``worker`` (host:pid), ``duration_ms`` (ms)."""
+
+    class Meta:
+        model = StepAttempt
+        fields = ["number", "status", "worker", "started_at", "finished_at", "duration_ms", "error"]
+        read_only_fields = fields
+
+
+class StepApprovalSerializer(serializers.Serializer):
+    """The approval request a step waits on (or waited on)."""
+
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class StepSerializer(serializers.ModelSerializer[Step]):
+    """A step with its approval and every attempt (``attempt_history``).
+
+    Expects the step loaded by ``runs.selectors.steps_with_details`` (no extra queries).
+    ``duration_ms`` (ms) spans the last attempt; ``result`` is the tool's verbatim output.
+    """
+
+    approval = serializers.SerializerMethodField()
+    duration_ms = serializers.IntegerField(allow_null=True, read_only=True)
+    attempt_history = StepAttemptSerializer(source="attempt_set", many=True, read_only=True)
+
+    class Meta:
+        model = Step
+        fields = [
+            "id",
+            "index",
+            "tool",
+            "args",
+            "risk",
+            "required_approvals",
+            "status",
+            "attempts",
+            "max_attempts",
+            "timeout_seconds",
+            "next_attempt_at",
+            "result",
+            "error",
+            "usage",
+            "rationale",
+            "idempotency_key",
+            "approval",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempt_history",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(StepApprovalSerializer(allow_null=True))
+    def get_approval(self, step: Step) -> dict[str, Any] | None:
+        # A missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError.
+        approval = getattr(step, "approval", None)
+        if approval is None:
+            return None
+        return {"id": approval.pk, "status": approval.status}
+
+
+class StepSummarySerializer(serializers.ModelSerializer[Step]):
+    """The few step fields the runs list shows."""
+
+    class Meta:
+        model = Step
+        fields = ["id", "index", "tool", "risk", "status"]
+        read_only_fields = fields
+
+
+_RUN_FIELDS = [
+    "id",
+    "status",
+    "agent",
+    "goal",
+    "requested_by",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "error",
+    "metadata",
+    "step_limit",
+    "deadline",
+    "client_done",
+    "usage_tokens",
+    "cost_usd",
+    "duration_ms",
+    "version",
+]
+
+
+class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
+    """The fields of a run that both the list and the detail show."""
+
+    requested_by = serializers.CharField(
+        source="requested_by.username", read_only=True, allow_null=True
+    )
+    cost_usd = serializers.DecimalField(
+        max_digits=12, decimal_places=6, coerce_to_string=False, read_only=True
+    )
+
+    class Meta:
+        model = Run
+        fields = _RUN_FIELDS
+        read_only_fields = fields
+
+
+class RunListSerializer(_RunFieldsSerializer):
+    """A run in the runs list: no conversation or state, and ``steps`` as short summaries.
+
+    Usage totals: ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms in tools).
+    """
+
+    steps = StepSummarySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [*_RUN_FIELDS, "steps"]
+        read_only_fields = fields
+
+
+class RunSerializer(_RunFieldsSerializer):
+    """A run with its conversation, working ``state`` and every step in full.
+
+    Usage totals: ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms in tools).
+    Expects the run loaded by ``runs.selectors.run_get`` (steps, approvals, attempts
+    prefetched).
+    """
+
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [*_RUN_FIELDS, "conversation", "state", "steps"]
+        read_only_fields = fields
+
+
+class StepInputSerializer(StrictSerializer):
+    """One step a client wants run: a registered ``tool``, its ``args`` and why."""
+
+    tool = serializers.CharField(max_length=128)
+    args = serializers.DictField(required=False, default=dict)
+    rationale = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class CreateRunSerializer(StrictSerializer):
+    """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
+    chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
+    when the run fails if not finished."""
+
+    agent = serializers.ChoiceField(choices=AgentKind.choices)
+    goal = serializers.CharField()
+    steps = StepInputSerializer(many=True, required=False)
+    transcript = serializers.ListField(child=serializers.DictField(), required=False)
+    metadata = serializers.DictField(required=False)
+    step_limit = serializers.IntegerField(required=False, min_value=1)
+    deadline = serializers.DateTimeField(required=False)
+
+
+class CancelRunSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/cancel/``: an optional reason, kept in the run's error."""
+
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+
+
+class ForkRunSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/fork/``: the index of the first step to run in the new run,
+    and optionally new arguments for that step."""
+
+    from_index = serializers.IntegerField(min_value=0)
+    args = serializers.JSONField(required=False, default=None)
+
+
+class EmptySerializer(StrictSerializer):
+    """A body with no fields (``complete``, ``resume``)."""
+
+
+class EventQuerySerializer(serializers.Serializer):
+    """``?after=`` (last event id seen, 0 for all) and ``?limit=`` (1-1000, default 500)."""
+
+    after = serializers.IntegerField(required=False, default=0, min_value=0)
+    limit = serializers.IntegerField(required=False, default=500, min_value=1, max_value=1000)
+
+
+class EventPageSerializer(serializers.Serializer):
+    """A page of a run's audit events; pass ``next_after`` as ``after`` to get the next."""
+
+    events = AuditEventSerializer(many=True)
+    next_after = serializers.IntegerField()
+
+
+class ToolSerializer(serializers.Serializer):
+    """A registered tool: ``schema`` is the JSON Schema of its args; ``timeout_seconds`` (s);
+    ``idempotent``: a call whose outcome is unknown may be repeated."""
+
+    name = serializers.CharField()
+    description = serializers.CharField()
+    schema = serializers.SerializerMethodField()
+    risk = serializers.CharField()
+    side_effects = serializers.BooleanField()
+    idempotent = serializers.BooleanField()
+    timeout_seconds = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_schema(self, tool: Tool) -> dict[str, Any]:
+        return tool.schema
