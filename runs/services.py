@@ -820,10 +820,11 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     Recovers running steps whose lease expired (``step_recover_lost``); re-sends due retries,
     queued steps and stalled runs whose message may be lost (unchanged for longer than
     ``AGENTOPS_REQUEUE_AFTER_SECONDS``: a run still queued, or running with nothing in flight
-    but something to do); expires approvals past ``expires_at`` and fails runs past their
-    deadline. Returns counts by kind.
+    but something to do); expires approvals past ``expires_at``, fails runs past their
+    deadline and forgets expired ``Idempotency-Key``s. Returns counts by kind.
     """
     from approvals.services import approval_expire_due
+    from runs.idempotency import idempotency_keys_purge
 
     now = timezone.now()
     stale = now - timedelta(seconds=settings.AGENTOPS_REQUEUE_AFTER_SECONDS)
@@ -833,6 +834,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
         "queued": 0,
         "stalled_runs": 0,
         "expired_approvals": 0,
+        "idempotency_keys_purged": 0,
         "deadlines": 0,
     }
     for step_id in Step.objects.filter(
@@ -867,6 +869,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
         enqueue_advance_on_commit(run_id)
         counts["stalled_runs"] += 1
     counts["expired_approvals"] = approval_expire_due(actor=actor)
+    counts["idempotency_keys_purged"] = idempotency_keys_purge()
     for run_id in Run.objects.filter(
         status__in=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED],
         deadline__lte=now,

@@ -1,0 +1,163 @@
+"""``Idempotency-Key`` on POST endpoints: a retried request gets the first response again.
+
+The semantics follow the IETF draft "The Idempotency-Key HTTP Header Field"
+(draft-ietf-httpapi-idempotency-key-header): the same key with the same request replays the
+stored response (with ``Idempotent-Replayed: true``); the same key with a different request is
+a 422; the same key while its first request is still being processed is a 409. Keys are scoped
+to the authenticated user and expire after ``AGENTOPS_IDEMPOTENCY_TTL_SECONDS`` (default 24 h).
+A response of 500 or more is not stored, so the client can retry with the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import status
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from runs.models import IdempotencyKey, IdempotencyKeyStatus
+
+HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    HEADER,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Makes a retried request safe: the same key and body replay the first response "
+        "(header Idempotent-Replayed: true); the same key with another body is a 422; the "
+        "same key while the first request is in flight is a 409. Keys last 24 h."
+    ),
+)
+
+
+class KeyInFlight(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "a request with this Idempotency-Key is still being processed"
+    default_code = "idempotency_key_in_flight"
+
+
+class KeyReused(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "this Idempotency-Key was already used for a different request"
+    default_code = "idempotency_key_reused"
+
+
+def request_fingerprint(request: Request) -> str:
+    """SHA-256 hex of the method, path and canonical JSON (sorted keys) of the parsed body."""
+    body = json.dumps(request.data, sort_keys=True, separators=(",", ":"), default=str)
+    text = f"{request.method} {request.path}\n{body}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _begin(user: Any, key: str, fingerprint: str) -> IdempotencyKey | None:
+    """Reserve ``key`` for this request, or return the finished record to replay.
+
+    Raises:
+        KeyReused: the key belongs to a different request.
+        KeyInFlight: the key's first request is still running.
+    """
+    now = timezone.now()
+    expires = now + timedelta(seconds=settings.AGENTOPS_IDEMPOTENCY_TTL_SECONDS)
+    with transaction.atomic():
+        record = IdempotencyKey.objects.select_for_update().filter(user=user, key=key).first()
+        if record is not None and record.expires_at <= now:
+            record.delete()
+            record = None
+        if record is None:
+            try:
+                with transaction.atomic():
+                    IdempotencyKey.objects.create(
+                        user=user,
+                        key=key,
+                        fingerprint=fingerprint,
+                        status=IdempotencyKeyStatus.IN_FLIGHT,
+                        locked_at=now,
+                        expires_at=expires,
+                    )
+            except IntegrityError:
+                # Another request inserted the same key between our read and our insert.
+                raise KeyInFlight() from None
+            return None
+        if record.fingerprint != fingerprint:
+            raise KeyReused()
+        if record.status == IdempotencyKeyStatus.DONE:
+            return record
+        stale = now - timedelta(seconds=settings.AGENTOPS_IDEMPOTENCY_LOCK_SECONDS)
+        if record.locked_at > stale:
+            raise KeyInFlight()
+        # The request that held it died without an answer: this one takes the key over.
+        record.locked_at = now
+        record.save(update_fields=["locked_at"])
+        return None
+
+
+def _finish(user: Any, key: str, response: Response) -> None:
+    records = IdempotencyKey.objects.filter(user=user, key=key)
+    if response.status_code >= 500:
+        records.delete()
+        return
+    body = json.loads(JSONRenderer().render(response.data)) if response.data is not None else None
+    records.update(
+        status=IdempotencyKeyStatus.DONE,
+        response_status=response.status_code,
+        response_body=body,
+    )
+
+
+ViewMethod = Callable[..., Response]
+
+
+def idempotent(view_method: ViewMethod) -> ViewMethod:
+    """Decorate a DRF view method (POST) to honour the ``Idempotency-Key`` header.
+
+    Without the header the view runs as usual. A key is 1 to 255 visible ASCII characters
+    (else 400). An exception raised by the view releases the key (nothing was stored), so a
+    corrected retry may reuse it.
+    """
+
+    @wraps(view_method)
+    def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        key = request.headers.get(HEADER)
+        if key is None:
+            return view_method(self, request, *args, **kwargs)
+        if not 0 < len(key) <= MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+            raise ValidationError(
+                {HEADER: f"must be 1 to {MAX_KEY_LENGTH} visible ASCII characters"}
+            )
+        user: Any = request.user
+        record = _begin(user, key, request_fingerprint(request))
+        if record is not None:
+            return Response(
+                record.response_body,
+                status=record.response_status,
+                headers={"Idempotent-Replayed": "true"},
+            )
+        try:
+            response = view_method(self, request, *args, **kwargs)
+        except BaseException:
+            IdempotencyKey.objects.filter(user=user, key=key).delete()
+            raise
+        _finish(user, key, response)
+        return response
+
+    return wrapper
+
+
+def idempotency_keys_purge() -> int:
+    """Delete keys past ``expires_at``; returns how many (retention, run by the sweeper)."""
+    deleted, _ = IdempotencyKey.objects.filter(expires_at__lte=timezone.now()).delete()
+    return deleted
