@@ -8,15 +8,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from agentops.ws_auth import TokenAuthMiddlewareStack  # noqa: E402
+from agentops.ws_auth import SessionOriginValidator, TokenAuthMiddlewareStack  # noqa: E402
 from agentops.ws_routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": SessionOriginValidator(
             TokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }

@@ -1,1 +1,11 @@
-urlpatterns: list = []
+"""Page routes of the approvals inbox."""
+
+from django.urls import path
+
+from approvals import views
+
+urlpatterns = [
+    path("approvals/", views.approval_inbox, name="approval-inbox"),
+    path("approvals/fragment/", views.approval_inbox_fragment, name="approval-inbox-fragment"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval-decide"),
+]

@@ -27,9 +27,7 @@ def steps_with_details() -> QuerySet[Step]:
     """Steps in index order with their approval request and attempts loaded."""
     return (
         Step.objects.select_related("approval")
-        .prefetch_related(
-            Prefetch("attempt_set", queryset=StepAttempt.objects.order_by("number"))
-        )
+        .prefetch_related(Prefetch("attempt_set", queryset=StepAttempt.objects.order_by("number")))
         .order_by("index")
     )
 

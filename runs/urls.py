@@ -1,1 +1,17 @@
-urlpatterns: list = []
+"""Page routes of runs, and the login and logout pages every page relies on."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from runs import views
+
+urlpatterns = [
+    path("", views.run_list, name="run-list"),
+    path("fragment/runs/", views.run_list_fragment, name="run-list-fragment"),
+    path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
+    path("runs/<uuid:run_id>/fragment/", views.run_detail_fragment, name="run-detail-fragment"),
+    path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
+    path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+]

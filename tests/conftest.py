@@ -7,7 +7,9 @@ on-commit work runs through ``django_capture_on_commit_callbacks(execute=True)``
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -106,42 +108,63 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-class Worker:
-    """A real ``celery -A agentops worker`` process on the test database."""
+class ChildProcess:
+    """A process of the project started on the test database, in its own process group so
+    that stopping it also stops what it forked (Celery's pool processes)."""
 
-    def __init__(self, log: Path, concurrency: int = 2):
+    def __init__(self, cmd: list[str], log: Path):
         self.log = log
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "agentops",
-            "worker",
-            "--loglevel=INFO",
-            f"--concurrency={concurrency}",
-            "--purge",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--hostname",
-            f"test-{os.getpid()}@%h",
-        ]
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=_child_env(), stdout=log.open("w"), stderr=subprocess.STDOUT
+            cmd,
+            cwd=ROOT,
+            env=_child_env(),
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+
+    def wait_until(self, ready, what: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
+        while not ready():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+                raise RuntimeError(f"{what} did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.2)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
+        """SIGTERM the group, SIGKILL what is left after 20 s; return once the leader exited."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+class Worker(ChildProcess):
+    """A real ``celery -A agentops worker`` process on the test database."""
+
+    def __init__(self, log: Path, concurrency: int = 2):
+        super().__init__(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "agentops",
+                "worker",
+                "--loglevel=INFO",
+                f"--concurrency={concurrency}",
+                "--purge",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--hostname",
+                f"test-{os.getpid()}@%h",
+            ],
+            log,
+        )
+        self.wait_until(lambda: "ready." in log.read_text(), "celery worker")
 
 
 @pytest.fixture(scope="session")
@@ -159,44 +182,33 @@ def worker(_worker_process: Worker, transactional_db: None, seeded: None) -> Ite
     celery_app.conf.task_always_eager = True
 
 
-class AsgiServer:
+class AsgiServer(ChildProcess):
     """A real ``daphne agentops.asgi:application`` process on the test database."""
 
     def __init__(self, log: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "agentops.asgi:application",
-        ]
-        self.log = log
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=_child_env(), stdout=log.open("w"), stderr=subprocess.STDOUT
+        super().__init__(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "agentops.asgi:application",
+            ],
+            log,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"daphne did not start:\n{log.read_text()[-3000:]}"
-                    ) from None
-                time.sleep(0.2)
+        self.wait_until(self._accepts, "daphne")
 
-    def stop(self) -> None:
-        self.proc.terminate()
+    def _accepts(self) -> bool:
         try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
 
 @pytest.fixture(scope="session")

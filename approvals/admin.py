@@ -1,0 +1,100 @@
+"""Admin for risk rules (editable) and approval requests and decisions (read-only).
+
+Approval requests are decided through ``approvals.services.approval_decide`` only, which the
+"Approve selected" / "Reject selected" actions call once per request with the admin user as
+the reviewer, so the usual rules apply (not your own run, one decision per reviewer).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from agentops.errors import Conflict, InvalidInput
+from approvals import services
+from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
+from audit.actors import Actor
+from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+
+
+@admin.register(RiskRule)
+class RiskRuleAdmin(admin.ModelAdmin):
+    list_display = ["pattern", "risk", "required_approvals", "priority", "enabled", "description"]
+    list_editable = ["enabled"]
+    list_filter = ["risk", "enabled"]
+    search_fields = ["pattern", "description"]
+    ordering = ["priority", "pattern"]
+
+
+class ApprovalDecisionInline(ReadOnlyTabularInline):
+    model = ApprovalDecision
+    fields = readonly_fields = ("reviewer_name", "decision", "comment", "created_at")
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "tool",
+        "risk",
+        "status",
+        "required_approvals",
+        "run",
+        "created_at",
+        "expires_at",
+    ]
+    list_filter = ["status", "risk"]
+    search_fields = ["step__tool", "run__goal"]
+    list_select_related = ["step", "run"]
+    inlines = [ApprovalDecisionInline]
+    actions = ["approve_selected", "reject_selected"]
+
+    @admin.display(description="tool", ordering="step__tool")
+    def tool(self, approval: ApprovalRequest) -> str:
+        return approval.step.tool
+
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(services.DECIDE_PERMISSION)
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str) -> None:
+        actor = Actor.for_user(request.user)
+        done = 0
+        for approval_id in queryset.values_list("pk", flat=True):
+            try:
+                services.approval_decide(
+                    approval_id=approval_id,
+                    actor=actor,
+                    decision=decision,
+                    comment=f"{decision}d in admin",
+                )
+            except (
+                Conflict,
+                PermissionDenied,
+                InvalidInput,
+                ApprovalRequest.DoesNotExist,
+            ) as exc:
+                self.message_user(request, f"Request {approval_id}: {exc}", messages.ERROR)
+            else:
+                done += 1
+        if done:
+            self.message_user(
+                request, f"Recorded {decision} on {done} request(s).", messages.SUCCESS
+            )
+
+    @admin.action(description="Approve selected requests", permissions=["decide"])
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, Decision.APPROVE)
+
+    @admin.action(description="Reject selected requests", permissions=["decide"])
+    def reject_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, Decision.REJECT)
+
+
+@admin.register(ApprovalDecision)
+class ApprovalDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["approval", "reviewer_name", "decision", "created_at"]
+    list_filter = ["decision"]
+    search_fields = ["reviewer_name", "comment"]
+    list_select_related = ["approval"]

@@ -1,0 +1,103 @@
+"""The reviewers' approvals inbox, its live fragment, and the approve / reject form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.errors import Conflict, InvalidInput
+from approvals import selectors, services
+from approvals.models import ApprovalRequest, ApprovalStatus, Decision
+from audit.actors import Actor
+from runs.models import Step
+from runs.views import last_event_id
+
+
+@dataclass
+class InboxItem:
+    """A pending approval with what the reviewer needs to judge it: the steps before it
+    (``earlier_steps``, with their results) and whether ``own_run`` (the reviewer requested the
+    run, so they may not decide)."""
+
+    approval: ApprovalRequest
+    earlier_steps: list[Step]
+    own_run: bool
+
+
+def _inbox_context(request: HttpRequest) -> dict[str, Any]:
+    pending = selectors.approval_inbox().prefetch_related(
+        Prefetch("run__steps", queryset=Step.objects.order_by("index"))
+    )
+    items = [
+        InboxItem(
+            approval=approval,
+            earlier_steps=[s for s in approval.run.steps.all() if s.index < approval.step.index],
+            own_run=approval.run.requested_by_id == request.user.pk,
+        )
+        for approval in pending
+    ]
+    return {"items": items}
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def approval_inbox(request: HttpRequest) -> HttpResponse:
+    """Pending approval requests, oldest first, each with an approve / reject form."""
+    after = last_event_id()
+    context = _inbox_context(request)
+    context.update(
+        nav="approvals",
+        last_event_id=after,
+        ws_path="/ws/approvals/",
+        fragment_url=reverse("approval-inbox-fragment"),
+    )
+    return render(request, "approvals/inbox.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def approval_inbox_fragment(request: HttpRequest) -> HttpResponse:
+    """The inbox's list of requests alone, for live refreshes."""
+    return render(request, "approvals/_inbox_items.html", _inbox_context(request))
+
+
+@require_POST
+@login_required
+def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Approve or reject (POST ``decision``: approve|reject, ``comment``), then back to the inbox.
+
+    Every refusal of the service (not pending any more, already decided, own run, no reviewer
+    permission, bad input, unknown request) becomes an error message on the inbox.
+    """
+    decision = request.POST.get("decision", "")
+    try:
+        approval = services.approval_decide(
+            approval_id=approval_id,
+            actor=Actor.for_user(request.user),
+            decision=decision,
+            comment=request.POST.get("comment", "").strip(),
+        )
+    except ApprovalRequest.DoesNotExist:
+        messages.error(request, f"Approval request {approval_id} does not exist.")
+    except (Conflict, PermissionDenied, InvalidInput) as exc:
+        messages.error(request, f"Could not record your decision: {exc}.")
+    else:
+        tool = approval.step.tool
+        if decision == Decision.REJECT:
+            messages.success(request, f"Rejected {tool}: the run has failed.")
+        elif approval.status == ApprovalStatus.APPROVED:
+            messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
+        else:
+            messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
+    return redirect("approval-inbox")

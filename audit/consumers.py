@@ -1,0 +1,139 @@
+"""The base WebSocket consumer of live audit-event streams (runs, one run, approvals).
+
+Protocol: the client connects to a stream URL, optionally with ``?after=<last event id it
+saw>``. The server sends every message as JSON ``{"type": "event", "event": {...}}`` where the
+event has the shape of ``audit.serializers.AuditEventSerializer`` (the events API's shape):
+first the stored events with ``id > after`` in id order (none when ``after`` is absent), then
+live ones as they commit. The
+client ignores events it has already seen (same id) and reconnects with its last seen id, so
+a dropped connection never loses a transition.
+
+Close codes (sent after the handshake, so browsers see them): 4400 bad ``after``, 4401 not
+authenticated, 4403 missing permission, 4404 unknown object.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from audit.selectors import event_list
+from audit.serializers import AuditEventSerializer
+
+CLOSE_BAD_REQUEST = 4400
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+# Events read from the database per query while replaying.
+REPLAY_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Stream:
+    """What a connection follows: a channel-layer ``group`` and the filter selecting the same
+    events from the database (``run_id``: one run's; ``verb_prefix``: one verb family)."""
+
+    group: str
+    run_id: uuid.UUID | None = None
+    verb_prefix: str = ""
+
+
+@database_sync_to_async
+def _has_perm(user: Any, permission: str) -> bool:
+    return bool(user.has_perm(permission))
+
+
+@database_sync_to_async
+def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
+    events = event_list(run_id=stream.run_id, after=after, verb_prefix=stream.verb_prefix)
+    return list(AuditEventSerializer(events[:REPLAY_BATCH], many=True).data)
+
+
+class AuditEventConsumer(AsyncJsonWebsocketConsumer):
+    """Authenticate, join the stream's group, replay missed events, then forward live ones.
+
+    Subclasses set ``permission`` (``app_label.codename`` the user needs) and implement
+    ``get_stream``.
+    """
+
+    permission = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stream: Stream | None = None
+        self.replayed: set[int] = set()
+
+    async def get_stream(self) -> Stream | None:
+        """The stream this connection asked for, or None when its object does not exist."""
+        raise NotImplementedError
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._refuse(CLOSE_UNAUTHENTICATED)
+            return
+        if not await _has_perm(user, self.permission):
+            await self._refuse(CLOSE_FORBIDDEN)
+            return
+        try:
+            after = self._after()
+        except ValueError:
+            await self._refuse(CLOSE_BAD_REQUEST)
+            return
+        stream = await self.get_stream()
+        if stream is None:
+            await self._refuse(CLOSE_NOT_FOUND)
+            return
+        # Join the group before reading the database: an event committed between the two is
+        # then both replayed and delivered live (the duplicate is dropped in `audit_event`),
+        # whereas reading first could miss it entirely. Accepting only after joining means a
+        # client that sees the connection open is already subscribed.
+        self.stream = stream
+        await self.channel_layer.group_add(stream.group, self.channel_name)
+        await self.accept()
+        if after is not None:
+            await self._replay(after)
+
+    async def _refuse(self, code: int) -> None:
+        # Accept, then close with the code: a refused handshake reaches browsers as a bare
+        # 1006, while a close code tells the client why and to stop retrying.
+        await self.accept()
+        await self.close(code=code)
+
+    async def disconnect(self, code: int) -> None:
+        if self.stream is not None:
+            await self.channel_layer.group_discard(self.stream.group, self.channel_name)
+
+    async def audit_event(self, message: dict[str, Any]) -> None:
+        """Forward one live event from the channel layer (``{"type": "audit.event", ...}``)."""
+        event = message["event"]
+        if event["id"] in self.replayed:
+            return
+        await self.send_json({"type": "event", "event": event})
+
+    def _after(self) -> int | None:
+        """The ``after`` query parameter, None when absent; ValueError when not an int >= 0."""
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        if "after" not in query:
+            return None
+        after = int(query["after"][0])
+        if after < 0:
+            raise ValueError("after must not be negative")
+        return after
+
+    async def _replay(self, after: int) -> None:
+        assert self.stream is not None
+        while True:
+            batch = await _events_after(self.stream, after)
+            for event in batch:
+                self.replayed.add(event["id"])
+                await self.send_json({"type": "event", "event": event})
+            if len(batch) < REPLAY_BATCH:
+                return
+            after = batch[-1]["id"]

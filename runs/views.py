@@ -1,0 +1,163 @@
+"""Run pages: the runs list and a run's timeline, their live fragments, cancel and resume.
+
+Each page renders its changing part from one fragment template; the page's script re-fetches
+that fragment (``*-fragment`` URLs) whenever its WebSocket reports an event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.db.models import Count, Q, prefetch_related_objects
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
+
+from agentops.errors import Conflict
+from audit.actors import Actor
+from audit.selectors import event_list
+from runs import selectors, services
+from runs.models import Run, RunStatus, StepStatus
+
+RUNS_PER_PAGE = 50
+# A run's timeline shows at most this many of its latest audit events (the events API has all).
+TIMELINE_EVENTS = 200
+
+
+def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
+    """The newest audit event id (of one run, when given); 0 when there is none.
+
+    Pages read it before their data and hand it to their WebSocket as ``?after=``, so an event
+    committed while the page renders is replayed rather than lost.
+    """
+    return event_list(run_id=run_id).values_list("id", flat=True).last() or 0
+
+
+def _run_list_context(request: HttpRequest) -> dict[str, Any]:
+    status = request.GET.get("status", "")
+    if status not in RunStatus.values:
+        status = ""
+    runs = selectors.run_list(status=status or None).annotate(
+        steps_total=Count("steps"),
+        steps_done=Count("steps", filter=Q(steps__status=StepStatus.SUCCEEDED)),
+    )
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return {"page": page, "status": status, "statuses": RunStatus.choices}
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+def run_list(request: HttpRequest) -> HttpResponse:
+    """The runs list, newest first; ``?status=`` filters, ``?page=`` pages (50 a page)."""
+    after = last_event_id()
+    context = _run_list_context(request)
+    context.update(
+        nav="runs",
+        last_event_id=after,
+        ws_path="/ws/runs/",
+        fragment_url=reverse("run-list-fragment"),
+    )
+    return render(request, "runs/run_list.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+def run_list_fragment(request: HttpRequest) -> HttpResponse:
+    """The runs table alone (same query parameters as ``run_list``), for live refreshes."""
+    return render(request, "runs/_run_table.html", _run_list_context(request))
+
+
+def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
+    try:
+        run = selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404("no such run") from None
+    steps = list(run.steps.all())
+    prefetch_related_objects(steps, "approval__decisions", "checkpoint")
+    events = event_list(run_id=run.pk)
+    latest = list(events.order_by("-id")[:TIMELINE_EVENTS])
+    return {
+        "run": run,
+        "steps": steps,
+        "steps_done": sum(step.status == StepStatus.SUCCEEDED for step in steps),
+        "events": latest[::-1],
+        "events_total": events.count() if len(latest) == TIMELINE_EVENTS else len(latest),
+    }
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """A run's timeline: header, steps with attempts and approvals, conversation, audit events.
+
+    Raises:
+        Http404: unknown run.
+    """
+    after = last_event_id(run_id=run_id)
+    context = _run_detail_context(run_id)
+    context.update(
+        nav="runs",
+        last_event_id=after,
+        ws_path=f"/ws/runs/{run_id}/",
+        fragment_url=reverse("run-detail-fragment", args=[run_id]),
+    )
+    return render(request, "runs/run_detail.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """The changing part of a run's timeline alone, for live refreshes."""
+    return render(request, "runs/_run_body.html", _run_detail_context(run_id))
+
+
+@require_POST
+@login_required
+@permission_required("runs.cancel_run", raise_exception=True)
+def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Cancel the run (POST ``reason``, optional); a finished run gives an error message."""
+    try:
+        services.run_cancel(
+            run_id=run_id,
+            actor=Actor.for_user(request.user),
+            reason=request.POST.get("reason", "").strip(),
+        )
+    except Run.DoesNotExist:
+        raise Http404("no such run") from None
+    except TransitionNotAllowed:
+        messages.error(request, "This run has already finished: it can no longer be cancelled.")
+    except ConcurrentTransition:
+        messages.error(request, "The run changed while cancelling it: please try again.")
+    else:
+        messages.success(request, "Run cancelled.")
+    return redirect("run-detail", run_id=run_id)
+
+
+@require_POST
+@login_required
+@permission_required("runs.resume_run", raise_exception=True)
+def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Resume a failed run from its failed step; other states give an error message."""
+    try:
+        services.run_resume(run_id=run_id, actor=Actor.for_user(request.user))
+    except Run.DoesNotExist:
+        raise Http404("no such run") from None
+    except TransitionNotAllowed:
+        messages.error(request, "Only a failed run can be resumed.")
+    except ConcurrentTransition:
+        messages.error(request, "The run changed while resuming it: please try again.")
+    except Conflict as exc:
+        messages.error(request, f"Cannot resume: {exc}.")
+    else:
+        messages.success(request, "Run resumed.")
+    return redirect("run-detail", run_id=run_id)

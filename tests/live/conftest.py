@@ -1,0 +1,91 @@
+"""Helpers for WebSocket tests: connect to the real ASGI application as a user.
+
+Consumers read the database from another thread, so these tests use real transactions
+(``django_db(transaction=True)``); test bodies are async functions run with ``async_to_sync``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from agentops.asgi import application
+from audit import live
+from audit.actors import Actor
+from runs.services import run_create
+
+ORIGIN = (b"origin", b"http://localhost")
+
+SEND_EMAIL = {
+    "tool": "send_email",
+    "args": {"to": ["ops@example.com"], "subject": "report", "body": "done"},
+    "rationale": "the user asked for the report by mail",
+}
+
+
+def session_cookie(user: Any) -> tuple[bytes, bytes]:
+    """A ``Cookie`` header carrying a logged-in session of ``user``."""
+    client = Client()
+    client.force_login(user)
+    value = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={value}".encode())
+
+
+def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+    """A WebSocket client of ``agentops.asgi.application`` with an allowed Origin."""
+    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+
+
+async def close_code(comm: WebsocketCommunicator) -> int:
+    """Connect and return the code the server closes with (it accepts, then closes)."""
+    connected, code = await comm.connect()
+    if not connected:
+        return int(code)
+    message = await comm.receive_output(timeout=5)
+    assert message["type"] == "websocket.close", message
+    return int(message["code"])
+
+
+async def receive_events(
+    comm: WebsocketCommunicator, until: Callable[[list[dict]], bool], timeout: float = 10
+) -> list[dict]:
+    """Collect the events the server sends until ``until(events)`` holds."""
+    events: list[dict] = []
+
+    async def collect() -> None:
+        while not until(events):
+            message = await comm.receive_json_from(timeout=timeout)
+            assert message["type"] == "event", message
+            events.append(message["event"])
+
+    await asyncio.wait_for(collect(), timeout)
+    return events
+
+
+async def assert_quiet(comm: WebsocketCommunicator, seconds: float = 0.3) -> None:
+    """Nothing more arrives within ``seconds``."""
+    if not await comm.receive_nothing(timeout=seconds):
+        raise AssertionError(f"unexpected message: {await comm.receive_output()}")
+
+
+def create_run(user: Any, steps: list[dict]) -> Any:
+    """A plan run created (and advanced, Celery being eager) through the service; its events
+    are all sent before this returns, so a client connecting next gets none of them live."""
+    run = run_create(actor=Actor.for_user(user), agent="plan", goal="live test", steps=steps)
+    live.flush()
+    return run
+
+
+acreate_run = database_sync_to_async(create_run)
+
+
+@pytest.fixture
+def live_db(transactional_db: None, seeded: None) -> None:
+    """A database with real commits (consumers read it from their own thread)."""

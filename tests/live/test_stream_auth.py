@@ -1,0 +1,133 @@
+"""Who may open a live stream: session or token users with the right permission."""
+
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from rest_framework.authtoken.models import Token
+
+from agentops.asgi import application
+from tests.conftest import make_user
+from tests.live.conftest import ORIGIN, close_code, communicator, session_cookie
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("live_db")]
+
+
+def test_unauthenticated_connection_is_closed_with_4401():
+    async def scenario():
+        for path in ["/ws/runs/", "/ws/approvals/", f"/ws/runs/{uuid.uuid4()}/"]:
+            assert await close_code(communicator(path)) == 4401
+
+    async_to_sync(scenario)()
+
+
+def test_unknown_token_is_not_authenticated(operator):
+    cookie = session_cookie(operator)
+
+    async def scenario():
+        # A wrong token is refused even alongside a valid session: no silent identity swap.
+        assert await close_code(communicator("/ws/runs/?token=nope", cookie)) == 4401
+
+    async_to_sync(scenario)()
+
+
+def test_user_without_permission_is_closed_with_4403(seeded):
+    cookie = session_cookie(make_user("nobody"))
+
+    async def scenario():
+        assert await close_code(communicator("/ws/runs/", cookie)) == 4403
+        assert await close_code(communicator("/ws/approvals/", cookie)) == 4403
+
+    async_to_sync(scenario)()
+
+
+def test_unknown_run_is_closed_with_4404(operator):
+    operator_cookie = session_cookie(operator)
+
+    async def scenario():
+        path = f"/ws/runs/{uuid.uuid4()}/"
+        assert await close_code(communicator(path, operator_cookie)) == 4404
+
+    async_to_sync(scenario)()
+
+
+def test_malformed_after_is_closed_with_4400(operator):
+    operator_cookie = session_cookie(operator)
+
+    async def scenario():
+        comm = communicator("/ws/runs/?after=yesterday", operator_cookie)
+        assert await close_code(comm) == 4400
+
+    async_to_sync(scenario)()
+
+
+def test_foreign_origin_is_refused(operator):
+    operator_cookie = session_cookie(operator)
+
+    async def scenario():
+        comm = communicator("/ws/runs/", operator_cookie)
+        comm.scope["headers"] = [
+            (b"origin", b"http://evil.example") if name == ORIGIN[0] else (name, value)
+            for name, value in comm.scope["headers"]
+        ]
+        connected, _ = await comm.connect()
+        assert not connected
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize("where", ["query", "header"])
+def test_api_token_authenticates(operator, where):
+    key = Token.objects.create(user=operator).key
+
+    async def scenario():
+        if where == "query":
+            comm = communicator(f"/ws/runs/?token={key}")
+        else:
+            comm = communicator("/ws/runs/", (b"authorization", f"Token {key}".encode()))
+        connected, _ = await comm.connect()
+        assert connected
+        await comm.receive_nothing(timeout=0.2)
+        assert comm.output_queue.empty()
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_session_authenticates(reviewer):
+    reviewer_cookie = session_cookie(reviewer)
+
+    async def scenario():
+        comm = communicator("/ws/approvals/", reviewer_cookie)
+        connected, _ = await comm.connect()
+        assert connected
+        assert await comm.receive_nothing(timeout=0.2)
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_token_client_needs_no_origin(operator):
+    key = Token.objects.create(user=operator).key
+
+    async def scenario():
+        comm = WebsocketCommunicator(
+            application, "/ws/runs/", headers=[(b"authorization", f"Token {key}".encode())]
+        )
+        connected, _ = await comm.connect()
+        assert connected
+        await comm.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_a_session_without_origin_is_refused(operator):
+    operator_cookie = session_cookie(operator)
+
+    async def scenario():
+        comm = WebsocketCommunicator(application, "/ws/runs/", headers=[operator_cookie])
+        connected, _ = await comm.connect()
+        assert not connected
+
+    async_to_sync(scenario)()

@@ -1,0 +1,36 @@
+"""Data for page tests: runs built through the services (Celery eager, on-commit executed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from audit.actors import Actor
+from runs.services import run_create
+
+SEND_EMAIL = {
+    "tool": "send_email",
+    "args": {"to": ["ops@example.com"], "subject": "weekly report", "body": "all good"},
+    "rationale": "the user asked for the weekly report by mail",
+}
+CALCULATE = {"tool": "calculate", "args": {"expression": "6*7"}, "rationale": "need the total"}
+
+
+@pytest.fixture
+def make_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+    """Create a plan run as the operator and let it advance as far as it can."""
+
+    def make(steps: list[dict[str, Any]], goal: str = "send the weekly report") -> Any:
+        with django_capture_on_commit_callbacks(execute=True):
+            run = run_create(actor=Actor.for_user(operator), agent="plan", goal=goal, steps=steps)
+        run.refresh_from_db()
+        return run
+
+    return make
+
+
+@pytest.fixture
+def awaiting_run(make_run):  # type: ignore[no-untyped-def]
+    """A run whose first step succeeded and whose second (send_email) awaits approval."""
+    return make_run([CALCULATE, SEND_EMAIL])
