@@ -3,11 +3,21 @@
 Groups: ``runs`` (every run's events), ``run.<uuid>`` (one run's) and ``approvals`` (events whose
 verb starts with ``approval.``). The message is ``{"type": "audit.event", "event": {...}}`` with
 the same JSON as ``GET /api/v1/runs/{id}/events/``.
+
+Events are sent after their transaction commits. With Redis, a per-process sender thread with
+its own event loop sends them in commit order, so the transaction's caller (a worker finishing
+a step) does not wait for Redis and the loop keeps its connections; without Redis (the
+in-memory layer of a quick local start) they are sent inline. A client that misses a message
+(the process died before sending it) replays it from the database when it reconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -21,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 RUNS_GROUP = "runs"
 APPROVALS_GROUP = "approvals"
+
+Batch = list[tuple[str, dict[str, Any]]]
 
 
 def run_group(run_id: object) -> str:
@@ -38,17 +50,76 @@ def groups_for(event: AuditEvent) -> list[str]:
     return groups
 
 
-def _send(message: dict[str, Any], groups: list[str]) -> None:
+async def _send_batch(layer: Any, batch: Batch) -> None:
+    for group, message in batch:
+        try:
+            await layer.group_send(group, message)
+        except Exception:
+            # The database already holds the event; a client that missed it replays it on
+            # reconnect, so a broken channel layer must not fail anything else.
+            logger.exception("could not publish audit event to %s", group)
+
+
+class _Sender:
+    """A daemon thread running an event loop that sends batches in the order they come."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[Batch] | None = None
+
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[Batch]]:
+        with self._lock:
+            # A forked child (a Celery pool process) inherits no running thread: start anew.
+            if self._pid != os.getpid() or self._loop is None or self._queue is None:
+                loop = asyncio.new_event_loop()
+                queue: asyncio.Queue[Batch] = asyncio.Queue()
+                threading.Thread(target=loop.run_forever, name="audit-live", daemon=True).start()
+                asyncio.run_coroutine_threadsafe(self._drain(queue), loop)
+                self._pid, self._loop, self._queue = os.getpid(), loop, queue
+            return self._loop, self._queue
+
+    @staticmethod
+    async def _drain(queue: asyncio.Queue[Batch]) -> None:
+        layer = get_channel_layer()
+        while True:
+            batch = await queue.get()
+            await _send_batch(layer, batch)
+            queue.task_done()
+
+    def submit(self, batch: Batch) -> None:
+        loop, queue = self._start()
+        loop.call_soon_threadsafe(queue.put_nowait, batch)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every submitted batch is sent (at most ``timeout`` seconds)."""
+        if self._pid != os.getpid() or self._loop is None or self._queue is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._queue.join(), self._loop)
+        try:
+            future.result(timeout)
+        except TimeoutError:
+            logger.warning("live events still unsent after %s s", timeout)
+
+
+_sender = _Sender()
+atexit.register(_sender.flush)
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Block until this process has sent every live event it committed (tests, commands)."""
+    _sender.flush(timeout)
+
+
+def _dispatch(batch: Batch) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    for group in groups:
-        try:
-            async_to_sync(layer.group_send)(group, message)
-        except Exception:
-            # The database already holds the event; a client that missed it replays it on
-            # reconnect, so a broken channel layer must not fail the change itself.
-            logger.exception("could not publish audit event to %s", group)
+    if type(layer).__module__.startswith("channels_redis"):
+        _sender.submit(batch)
+    else:
+        async_to_sync(_send_batch)(layer, batch)
 
 
 def publish_on_commit(event: AuditEvent) -> None:
@@ -60,6 +131,7 @@ def publish_on_commit(event: AuditEvent) -> None:
         return
 
     def send() -> None:
-        _send({"type": "audit.event", "event": AuditEventSerializer(event).data}, groups)
+        message = {"type": "audit.event", "event": AuditEventSerializer(event).data}
+        _dispatch([(group, message) for group in groups])
 
     transaction.on_commit(send)
