@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import transaction
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 NOW = timezone.now()
 ERROR = {"type": "test", "message": "test"}
-KWARGS = {
+KWARGS: dict[str, dict[str, Any]] = {
     "claim": {"owner": "host:1", "lease_expires_at": NOW + timedelta(seconds=90), "now": NOW},
     "succeed": {"result": {"ok": True}, "now": NOW},
     "schedule_retry": {"error": ERROR, "next_attempt_at": NOW, "now": NOW},

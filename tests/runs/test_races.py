@@ -29,7 +29,10 @@ def test_two_workers_on_one_step_run_it_once(seeded, operator, held_messages):
     step = run.steps.get()
     assert step.status == StepStatus.QUEUED
     run_together(
-        [lambda: step_execute(step_id=step.pk, actor=Actor("worker", f"w{i}:1")) for i in range(2)]
+        [
+            lambda i=i: step_execute(step_id=step.pk, actor=Actor("worker", f"w{i}:1"))
+            for i in range(2)
+        ]
     )
     step.refresh_from_db()
     assert step.status == StepStatus.SUCCEEDED
