@@ -1,4 +1,4 @@
-"""Run pages: the runs list and a run's timeline, their live fragments, cancel and resume.
+"""Run pages: the runs list and a run's timeline, their live fragments, cancel, resume, fork.
 
 Each page renders its changing part from one fragment template; the page's script re-fetches
 that fragment (``*-fragment`` URLs) whenever its WebSocket reports an event.
@@ -6,6 +6,7 @@ that fragment (``*-fragment`` URLs) whenever its WebSocket reports an event.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -19,11 +20,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
-from agentops.errors import Conflict
+from agentops.errors import Conflict, InvalidInput
 from audit.actors import Actor
 from audit.selectors import event_list
 from runs import selectors, services
-from runs.models import Run, RunStatus, StepStatus
+from runs.models import Run, RunStatus, Step, StepStatus
 
 RUNS_PER_PAGE = 50
 # A run's timeline shows at most this many of its latest audit events (the events API has all).
@@ -82,12 +83,17 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         raise Http404("no such run") from None
     steps = list(run.steps.all())
     prefetch_related_objects(steps, "approval__decisions", "checkpoint")
+    # A fork may start at any step whose predecessors all succeeded.
+    leading_succeeded = next(
+        (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
+    )
     events = event_list(run_id=run.pk)
     latest = list(events.order_by("-id")[:TIMELINE_EVENTS])
     return {
         "run": run,
         "steps": steps,
         "steps_done": sum(step.status == StepStatus.SUCCEEDED for step in steps),
+        "fork_until": leading_succeeded,
         "events": latest[::-1],
         "events_total": events.count() if len(latest) == TIMELINE_EVENTS else len(latest),
     }
@@ -161,3 +167,45 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     else:
         messages.success(request, "Run resumed.")
     return redirect("run-detail", run_id=run_id)
+
+
+@require_POST
+@login_required
+@permission_required("runs.add_run", raise_exception=True)
+def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Fork a new run from the checkpoint before step ``from_index`` (POST), then show it.
+
+    POST ``args`` (JSON text) replaces that step's arguments when it differs from them; bad
+    input (not an integer index, not JSON, arguments failing the tool's schema) gives an error
+    message on the source run's page.
+    """
+    try:
+        from_index = int(request.POST.get("from_index", ""))
+    except ValueError:
+        messages.error(request, "Cannot fork: the step index is not a number.")
+        return redirect("run-detail", run_id=run_id)
+    args = None
+    raw_args = request.POST.get("args", "").strip()
+    if raw_args:
+        try:
+            args = json.loads(raw_args)
+        except json.JSONDecodeError as exc:
+            messages.error(request, f"Cannot fork: the arguments are not valid JSON ({exc}).")
+            return redirect("run-detail", run_id=run_id)
+        original = Step.objects.filter(run_id=run_id, index=from_index).values_list(
+            "args", flat=True
+        )
+        if args == original.first():
+            args = None
+    try:
+        fork = services.run_fork(
+            run_id=run_id, actor=Actor.for_user(request.user), from_index=from_index, args=args
+        )
+    except Run.DoesNotExist:
+        raise Http404("no such run") from None
+    except InvalidInput as exc:
+        messages.error(request, f"Cannot fork: {exc.message}.")
+        return redirect("run-detail", run_id=run_id)
+    edited = " with edited arguments (they need a reviewer's approval)" if args else ""
+    messages.success(request, f"Forked from step #{from_index}{edited}.")
+    return redirect("run-detail", run_id=fork.pk)
