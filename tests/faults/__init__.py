@@ -1,0 +1,1 @@
+"""Fault injection: crashes, lost messages and broken connections while runs execute."""
