@@ -654,10 +654,16 @@ def _outcome_of(claim: _Claim, actor: Actor) -> Outcome:
 
 
 def _settle_ledger(claim: _Claim, outcome: Outcome, now: Any) -> None:
-    """Record the call's outcome in the ledger; an unknown outcome stays ``started``."""
+    """Record the call's outcome in the ledger; an unknown outcome stays ``started``.
+
+    Only while the row still belongs to this attempt: a late attempt (its lease expired and a
+    later attempt re-opened the row) must not overwrite what the later attempt records.
+    """
     if claim.plan not in ("call", "replay") or outcome.effect_unknown:
         return
-    ToolCall.objects.filter(idempotency_key=claim.step.idempotency_key).update(
+    ToolCall.objects.filter(
+        idempotency_key=claim.step.idempotency_key, attempt=claim.step.attempts
+    ).update(
         status=CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
         result=outcome.result if outcome.ok else None,
         duration_ms=outcome.duration_ms,
@@ -820,8 +826,9 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     Recovers running steps whose lease expired (``step_recover_lost``); re-sends due retries,
     queued steps and stalled runs whose message may be lost (unchanged for longer than
     ``AGENTOPS_REQUEUE_AFTER_SECONDS``: a run still queued, or running with nothing in flight
-    but something to do); expires approvals past ``expires_at``, fails runs past their
-    deadline and forgets expired ``Idempotency-Key``s. Returns counts by kind.
+    but something to do), a step at most once per that period; expires approvals past
+    ``expires_at``, fails runs past their deadline and forgets expired ``Idempotency-Key``s.
+    Returns counts by kind.
     """
     from approvals.services import approval_expire_due
     from runs.idempotency import idempotency_keys_purge
@@ -841,14 +848,24 @@ def sweep(*, actor: Actor) -> dict[str, int]:
         status=StepStatus.RUNNING, lease_expires_at__lt=now
     ).values_list("pk", flat=True):
         counts["lost"] += step_recover_lost(step_id=step_id, actor=actor)
-    for step_id in Step.objects.filter(
-        status=StepStatus.WAITING_RETRY, next_attempt_at__lte=now
-    ).values_list("pk", flat=True):
+    # A step is re-sent at most once per AGENTOPS_REQUEUE_AFTER_SECONDS (updated_at records the
+    # re-send): one waiting behind a long backlog is not lost, and re-sending it on every sweep
+    # would only lengthen the backlog it waits in.
+    retry_ids = list(
+        Step.objects.filter(
+            status=StepStatus.WAITING_RETRY, next_attempt_at__lte=now, updated_at__lte=stale
+        ).values_list("pk", flat=True)
+    )
+    queued_ids = list(
+        Step.objects.filter(status=StepStatus.QUEUED, updated_at__lte=stale).values_list(
+            "pk", flat=True
+        )
+    )
+    Step.objects.filter(pk__in=retry_ids + queued_ids).update(updated_at=now)
+    for step_id in retry_ids:
         _retry_on_commit(step_id, 0)
         counts["retries"] += 1
-    for step_id in Step.objects.filter(status=StepStatus.QUEUED, updated_at__lte=stale).values_list(
-        "pk", flat=True
-    ):
+    for step_id in queued_ids:
         enqueue_step_on_commit(step_id)
         counts["queued"] += 1
     stalled = (

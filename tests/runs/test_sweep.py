@@ -102,3 +102,27 @@ def test_a_run_past_its_deadline_fails_and_its_open_steps_are_cancelled(
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert run.error["type"] == "deadline_exceeded"
+
+
+def test_a_queued_step_is_sent_again_at_most_once_per_requeue_period(
+    operator, held_messages, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="backlog",
+            steps=[{"tool": "echo", "args": {"value": 1}}],
+        )
+    from runs.services import run_advance
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_advance(run_id=run.pk, actor=Actor.system())
+    age(Step, pk=run.steps.get().pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = sweep(actor=Actor.system("sweeper"))
+    with django_capture_on_commit_callbacks(execute=True):
+        second = sweep(actor=Actor.system("sweeper"))
+    # A step queued behind a long backlog is not lost: re-sending it every sweep would only
+    # grow the backlog it waits in.
+    assert (first["queued"], second["queued"]) == (1, 0)
