@@ -72,8 +72,10 @@ def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
     The tool runs in a daemon thread so a hung tool cannot hold the worker past its timeout;
     on timeout the thread is abandoned (Python cannot kill it) and the outcome is a ``timeout``
     error with ``effect_unknown``, retryable only when the tool is safe to repeat. A
-    ``ToolError`` keeps its own type and retryable flag; any other exception is retryable; a
-    result that is not JSON-serializable is a ``bad_result`` error.
+    ``ToolError`` keeps its own type and retryable flag (the tool knows what happened); any
+    other exception is retryable when the tool is safe to repeat and otherwise leaves the
+    effect unknown, so a non-idempotent call is never repeated blindly. A result that is not
+    JSON-serializable is a ``bad_result`` error.
     """
     box: dict[str, Any] = {}
     started = time.monotonic()
@@ -99,6 +101,7 @@ def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
             attempt=ctx.attempt,
             retryable=tool.safe_to_repeat,
         )
+        error["outcome_unknown"] = True
         return Outcome(False, error=error, duration_ms=duration_ms, effect_unknown=True)
     exc = box.get("exc")
     if exc is None:
@@ -114,8 +117,20 @@ def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
             return Outcome(False, error=error, duration_ms=duration_ms)
         return Outcome(True, box.get("result"), duration_ms=duration_ms)
     if isinstance(exc, ToolError):
-        kind, retryable = exc.type, exc.retryable
-    else:
-        kind, retryable = type(exc).__name__, True
-    error = structured_error(kind, str(exc), attempt=ctx.attempt, retryable=retryable, tb=box["tb"])
-    return Outcome(False, error=error, duration_ms=duration_ms)
+        # The tool reports its own failure: it knows whether anything took effect.
+        error = structured_error(
+            exc.type, str(exc), attempt=ctx.attempt, retryable=exc.retryable, tb=box["tb"]
+        )
+        return Outcome(False, error=error, duration_ms=duration_ms)
+    # Any other exception may have come after the effect: only a tool safe to repeat retries.
+    error = structured_error(
+        type(exc).__name__,
+        str(exc),
+        attempt=ctx.attempt,
+        retryable=tool.safe_to_repeat,
+        tb=box["tb"],
+    )
+    error["outcome_unknown"] = not tool.safe_to_repeat
+    return Outcome(
+        False, error=error, duration_ms=duration_ms, effect_unknown=not tool.safe_to_repeat
+    )

@@ -45,3 +45,13 @@ def not_json(args: dict[str, Any], ctx: ToolContext) -> object:
 def send(args: dict[str, Any], ctx: ToolContext) -> int:
     CALLS[ctx.idempotency_key] = CALLS.get(ctx.idempotency_key, 0) + 1
     return CALLS[ctx.idempotency_key]
+
+
+@register(
+    "test_send_crash",
+    description="A non-idempotent effect that raises (tests only).",
+    side_effects=True,
+    risk="low",
+)
+def send_crash(args: dict[str, Any], ctx: ToolContext) -> int:
+    raise RuntimeError("connection reset after the request was sent")

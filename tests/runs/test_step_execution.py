@@ -80,3 +80,16 @@ def test_every_succeeded_live_step_is_in_the_tool_call_ledger(
     assert run.status == RunStatus.SUCCEEDED
     keys = set(ToolCall.objects.filter(run=run).values_list("idempotency_key", flat=True))
     assert keys == set(run.steps.values_list("idempotency_key", flat=True))
+
+
+def test_a_non_idempotent_tool_that_raises_is_not_retried(
+    operator, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks, "test_send_crash")
+    step = run.steps.get()
+    assert step.status == StepStatus.FAILED
+    assert step.attempts == 1
+    assert step.error["outcome_unknown"] is True
+    assert step.error["retryable"] is False
+    # The effect may have happened: the ledger keeps the call open, never "failed".
+    assert ToolCall.objects.get(step=step).status == "started"
