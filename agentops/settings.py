@@ -178,6 +178,13 @@ AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, min
 # request never answered (a crashed web process) may be taken over (seconds).
 AGENTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=1)
 AGENTOPS_IDEMPOTENCY_LOCK_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_LOCK_SECONDS", 60, minimum=1)
+# Retention: steps deleted per transaction; how long audit events outlive their run (days);
+# how often beat applies the retention policies (seconds).
+AGENTOPS_RETENTION_BATCH_SIZE = env_int("AGENTOPS_RETENTION_BATCH_SIZE", 2000, minimum=1)
+AGENTOPS_AUDIT_RETENTION_DAYS = env_int("AGENTOPS_AUDIT_RETENTION_DAYS", 400, minimum=1)
+AGENTOPS_RETENTION_INTERVAL_SECONDS = env_int(
+    "AGENTOPS_RETENTION_INTERVAL_SECONDS", 3600, minimum=60
+)
 # Queued steps older than this (seconds) are re-sent by the sweeper: their message may be lost.
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 
@@ -190,4 +197,8 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.sweep", "schedule": float(AGENTOPS_SWEEP_INTERVAL_SECONDS)},
+    "retention": {
+        "task": "runs.retention_purge",
+        "schedule": float(AGENTOPS_RETENTION_INTERVAL_SECONDS),
+    },
 }

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
 from audit.models import AuditEvent
@@ -61,3 +62,18 @@ def chains(*, run_id: uuid.UUID | None = None) -> list[str]:
     if run_id is not None:
         return [f"run:{run_id}"]
     return list(AuditEvent.objects.values_list("chain", flat=True).distinct().order_by("chain"))
+
+
+def audit_chains_expired(*, older_than: Any) -> list[str]:
+    """Run chains whose run no longer exists and whose newest event is older than
+    ``older_than`` (an aware datetime): what audit retention may delete."""
+    from runs.models import Run
+
+    return list(
+        AuditEvent.objects.filter(run_id__isnull=False)
+        .exclude(run_id__in=Run.objects.values("pk"))
+        .values("chain")
+        .annotate(newest=Max("created_at"))
+        .filter(newest__lt=older_than)
+        .values_list("chain", flat=True)
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -67,3 +68,32 @@ def audit_record(
     )
     publish_on_commit(event)
     return event
+
+
+def audit_purge_chains(*, chains: list[str], batch_size: int) -> tuple[int, float]:
+    """Delete every event of ``chains`` (whole chains only), newest first, in transactions of at
+    most ``batch_size`` events; returns (events deleted, longest batch in ms).
+
+    Deleting newest first keeps what is left of an interrupted purge a valid prefix of its
+    chain. Each transaction sets ``agentops.audit_purge`` so the append-only trigger lets the
+    DELETE through (migration audit 0002); nothing else may delete audit events.
+    """
+    deleted, longest_ms = 0, 0.0
+    for chain in chains:
+        while True:
+            started = time.monotonic()
+            with transaction.atomic(), connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    cursor.execute("SET LOCAL agentops.audit_purge = 'on'")
+                ids = list(
+                    AuditEvent.objects.filter(chain=chain)
+                    .order_by("-id")
+                    .values_list("id", flat=True)[:batch_size]
+                )
+                if ids:
+                    AuditEvent.objects.filter(id__in=ids).delete()
+            longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
+            deleted += len(ids)
+            if len(ids) < batch_size:
+                break
+    return deleted, longest_ms

@@ -2,7 +2,7 @@
 
 All read-only (statuses are FSM-protected and every change must be audited): operators act
 through the pages and the API; admins get a "Cancel selected runs" action that calls
-``runs.services.run_cancel`` per run.
+``runs.services.run_cancel`` per run. Retention policies are the one editable model here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from audit.actors import Actor
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from runs import services
-from runs.models import Checkpoint, Run, Step, StepAttempt, ToolCall
+from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 
 
 class StepInline(ReadOnlyTabularInline):
@@ -106,3 +106,11 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["idempotency_key", "tool", "status", "attempt", "duration_ms", "started_at"]
     list_filter = ["status", "tool"]
     search_fields = ["idempotency_key", "tool"]
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``."""
+
+    list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses"]
+    list_filter = ["enabled", "action"]

@@ -423,3 +423,49 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status})"
+
+
+class RetentionAction(models.TextChoices):
+    DELETE = "delete", "Delete the run and everything it holds"
+    REDACT = "redact", "Keep the run, blank its data"
+
+
+def _terminal_statuses() -> list[str]:
+    return [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED]
+
+
+class RetentionPolicy(models.Model):
+    """An admin-editable rule: what to do with finished runs older than ``ttl_days`` (days).
+
+    A run qualifies when its status is one of ``statuses`` (terminal statuses only), its
+    ``agent`` matches (blank: any) and it finished more than ``ttl_days`` days ago. ``delete``
+    removes the run with its steps, attempts, checkpoints, ledger rows and approvals; ``redact``
+    keeps the rows but blanks their data (arguments, results, errors, conversation, state).
+    Audit events are kept either way (they have their own, longer TTL:
+    ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.services.retention_purge``.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(default=True)
+    statuses = models.JSONField(default=_terminal_statuses)
+    agent = models.CharField(max_length=16, choices=AgentKind.choices, blank=True)
+    ttl_days = models.PositiveIntegerField()
+    action = models.CharField(
+        max_length=8, choices=RetentionAction.choices, default=RetentionAction.DELETE
+    )
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.action} after {self.ttl_days} days"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not isinstance(self.statuses, list) or not self.statuses:
+            raise ValidationError({"statuses": "a non-empty list of run statuses"})
+        bad = [s for s in self.statuses if s not in RUN_TERMINAL]
+        if bad:
+            raise ValidationError({"statuses": f"only terminal statuses may expire, not {bad}"})

@@ -14,20 +14,23 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from agentops.errors import Conflict, InvalidInput
 from approvals.policy import Classification, classify, load_rules
 from audit.actors import Actor
-from audit.services import audit_record
+from audit.models import AuditEvent
+from audit.selectors import audit_chains_expired
+from audit.services import audit_purge_chains, audit_record
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.execution import Outcome, backoff_seconds, call_tool, structured_error
@@ -37,6 +40,8 @@ from runs.models import (
     AttemptStatus,
     CallStatus,
     Checkpoint,
+    RetentionAction,
+    RetentionPolicy,
     Run,
     RunStatus,
     Step,
@@ -906,3 +911,151 @@ def sweep(*, actor: Actor) -> dict[str, int]:
                 )
         counts["deadlines"] += 1
     return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention
+
+# Runs handled per chunk, and tables cleared per batch of steps, child tables first.
+_RETENTION_RUN_CHUNK = 500
+_STEP_CHILD_DELETES = [
+    "DELETE FROM approvals_approvaldecision WHERE approval_id IN "
+    "(SELECT id FROM approvals_approvalrequest WHERE step_id = ANY(%s))",
+    "DELETE FROM approvals_approvalrequest WHERE step_id = ANY(%s)",
+    "DELETE FROM runs_checkpoint WHERE step_id = ANY(%s)",
+    "DELETE FROM runs_stepattempt WHERE step_id = ANY(%s)",
+    "DELETE FROM runs_toolcall WHERE step_id = ANY(%s)",
+    "DELETE FROM runs_step WHERE id = ANY(%s)",
+]
+
+
+@dataclass
+class RetentionReport:
+    """What one purge did (or, with ``dry_run``, would do): counts of runs deleted and redacted,
+    steps deleted, audit events deleted; ``batches`` transactions, the longest in ms."""
+
+    dry_run: bool
+    runs: int = 0
+    steps: int = 0
+    redacted_runs: int = 0
+    audit_events: int = 0
+    batches: int = 0
+    longest_batch_ms: float = 0.0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _timed_batch(report: RetentionReport, started: float) -> None:
+    report.batches += 1
+    report.longest_batch_ms = max(report.longest_batch_ms, (time.monotonic() - started) * 1000)
+
+
+def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionReport) -> None:
+    """Delete runs and all their rows, at most ``batch_size`` steps per transaction."""
+    if connection.vendor != "postgresql":
+        # The embedded SQLite default: Django's cascade, in one transaction per chunk.
+        started = time.monotonic()
+        with transaction.atomic():
+            report.steps += Step.objects.filter(run_id__in=run_ids).count()
+            report.runs += Run.objects.filter(pk__in=run_ids).delete()[1].get("runs.Run", 0)
+        _timed_batch(report, started)
+        return
+    while True:
+        started = time.monotonic()
+        with transaction.atomic(), connection.cursor() as cursor:
+            step_ids = list(
+                Step.objects.filter(run_id__in=run_ids).values_list("id", flat=True)[:batch_size]
+            )
+            for sql in _STEP_CHILD_DELETES:
+                cursor.execute(sql, [step_ids])
+        _timed_batch(report, started)
+        report.steps += len(step_ids)
+        if len(step_ids) < batch_size:
+            break
+    started = time.monotonic()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM approvals_approvalrequest WHERE run_id = ANY(%s)", [run_ids])
+        cursor.execute("DELETE FROM runs_run WHERE id = ANY(%s)", [run_ids])
+        report.runs += cursor.rowcount
+    _timed_batch(report, started)
+
+
+def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) -> None:
+    """Blank the data of runs (kept as rows, statuses and timings) in one transaction."""
+    started = time.monotonic()
+    with transaction.atomic():
+        Run.objects.filter(pk__in=run_ids).update(
+            input={}, state={}, conversation=[], metadata={"redacted_at": now.isoformat()}
+        )
+        Step.objects.filter(run_id__in=run_ids).update(
+            args={}, result=None, recorded_result=None, rationale="", error=None
+        )
+        StepAttempt.objects.filter(step__run_id__in=run_ids).update(error=None)
+        ToolCall.objects.filter(run_id__in=run_ids).update(result=None)
+        Checkpoint.objects.filter(run_id__in=run_ids).delete()
+    _timed_batch(report, started)
+    report.redacted_runs += len(run_ids)
+
+
+def retention_purge(
+    *,
+    actor: Actor,
+    dry_run: bool = False,
+    batch_size: int | None = None,
+    now: Any = None,
+) -> dict[str, Any]:
+    """Apply every enabled ``RetentionPolicy``, then expire audit chains; return the counts.
+
+    Runs are handled in chunks of 500, their steps deleted in transactions of at most
+    ``batch_size`` steps (default ``AGENTOPS_RETENTION_BATCH_SIZE``), child rows first, so no
+    transaction holds many locks for long. Audit events outlive their runs: a run's whole
+    chain is deleted once the run is gone and its newest event is older than
+    ``AGENTOPS_AUDIT_RETENTION_DAYS`` days. Unless ``dry_run`` (count only, change nothing),
+    the purge records a ``retention.purged`` audit event with its counts. Returns
+    ``RetentionReport.as_dict()`` (times in ms and s).
+    """
+    now = now or timezone.now()
+    batch = batch_size or settings.AGENTOPS_RETENTION_BATCH_SIZE
+    report = RetentionReport(dry_run=dry_run)
+    began = time.monotonic()
+    for policy in RetentionPolicy.objects.filter(enabled=True):
+        expired = Run.objects.filter(
+            status__in=policy.statuses, finished_at__lt=now - timedelta(days=policy.ttl_days)
+        )
+        if policy.agent:
+            expired = expired.filter(agent=policy.agent)
+        if policy.action == RetentionAction.REDACT:
+            expired = expired.exclude(metadata__has_key="redacted_at")
+        if dry_run:
+            count = expired.count()
+            if policy.action == RetentionAction.REDACT:
+                report.redacted_runs += count
+            else:
+                report.runs += count
+                report.steps += Step.objects.filter(run__in=expired).count()
+            continue
+        while chunk := list(expired.values_list("pk", flat=True)[:_RETENTION_RUN_CHUNK]):
+            if policy.action == RetentionAction.REDACT:
+                _redact_runs(chunk, now, report)
+            else:
+                _delete_runs(chunk, batch, report)
+    audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
+    expired_chains = audit_chains_expired(older_than=audit_cutoff)
+    if dry_run:
+        report.audit_events = AuditEvent.objects.filter(chain__in=expired_chains).count()
+    else:
+        report.audit_events, longest = audit_purge_chains(chains=expired_chains, batch_size=batch)
+        report.longest_batch_ms = max(report.longest_batch_ms, longest)
+    report.seconds = time.monotonic() - began
+    if not dry_run:
+        with transaction.atomic():
+            audit_record(
+                actor=actor,
+                verb="retention.purged",
+                object_type="retention",
+                object_id="all",
+                payload={**report.as_dict(), "now": now.isoformat()},
+            )
+    return report.as_dict()

@@ -34,3 +34,9 @@ def retry_step(step_id: int) -> None:
 def sweep() -> dict[str, int]:
     """Periodic recovery of lost wake-ups, expired approvals and runs past deadline."""
     return services.sweep(actor=Actor.system("sweeper"))
+
+
+@shared_task(name="runs.retention_purge")
+def retention_purge() -> dict[str, object]:
+    """Periodic retention: apply the retention policies and expire audit chains."""
+    return services.retention_purge(actor=Actor.system("retention"))
