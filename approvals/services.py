@@ -15,7 +15,7 @@ from django.utils import timezone
 from agentops.errors import Conflict, InvalidInput
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from audit.actors import Actor
-from audit.services import audit_record
+from audit.services import audit_record, audited_atomic
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.services import (
     enqueue_step_on_commit,
@@ -116,7 +116,7 @@ def approval_decide(
     if user is None or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("only reviewers may decide approval requests")
     run_id = ApprovalRequest.objects.values_list("run_id", flat=True).get(pk=approval_id)
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(run_id)
         step = Step.objects.select_for_update().get(approval__pk=approval_id)
         approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
@@ -202,7 +202,7 @@ def approval_expire_due(*, actor: Actor) -> int:
     ).values_list("pk", "run_id")
     expired = 0
     for approval_id, run_id in due:
-        with transaction.atomic():
+        with audited_atomic():
             run = lock_run(run_id)
             step = Step.objects.select_for_update().get(approval__pk=approval_id)
             approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)

@@ -2,25 +2,85 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.actors import Actor
-from audit.chain import GENESIS_HASH, event_hash
+from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
 from audit.live import publish_on_commit
 from audit.models import AuditEvent
 
 
 def _lock_chain(chain: str) -> None:
-    # Two transactions appending to one chain must not read the same predecessor: a
-    # transaction-scoped advisory lock serializes appends per chain (released at commit).
-    if connection.vendor == "postgresql":
+    # Two transactions appending to one chain must not read the same predecessor. A run's
+    # chain is only written under that run's row lock, which every service takes first; the
+    # system chain has no such row, so a transaction-scoped advisory lock serializes it.
+    if chain == SYSTEM_CHAIN and connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [chain])
+
+
+SYSTEM_CHAIN = "system"
+
+
+def _chain_head(chain: str) -> str:
+    last = AuditEvent.objects.filter(chain=chain).order_by("-id").values_list("hash", flat=True)
+    return last.first() or GENESIS_HASH
+
+
+def _write(events: list[AuditEvent]) -> None:
+    """Chain, hash and insert ``events`` (in order) with one head read per chain and one
+    INSERT, then publish each after commit."""
+    heads: dict[str, str] = {}
+    for event in events:
+        if event.chain not in heads:
+            _lock_chain(event.chain)
+            heads[event.chain] = _chain_head(event.chain)
+        fields = {name: getattr(event, name) for name in HASHED_FIELDS}
+        event.prev_hash = heads[event.chain]
+        event.hash = heads[event.chain] = event_hash(fields, event.prev_hash)
+    AuditEvent.objects.bulk_create(events)
+    for event in events:
+        publish_on_commit(event)
+
+
+class _Buffer(threading.local):
+    events: list[AuditEvent] | None = None
+
+
+_buffer = _Buffer()
+
+
+@contextmanager
+def audited_atomic() -> Iterator[None]:
+    """``transaction.atomic()`` that writes the audit events recorded inside it together, just
+    before it commits: one read of each chain's head and one INSERT, instead of both per event.
+
+    Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
+    while the outer block goes on would still be written: services raise instead.
+    """
+    if _buffer.events is not None:
+        with transaction.atomic():
+            yield
+        return
+    _buffer.events = []
+    try:
+        with transaction.atomic():
+            yield
+            # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
+            # events of their own must start their own block, not join this finished one.
+            events, _buffer.events = _buffer.events, None
+            if events:
+                _write(events)
+    finally:
+        _buffer.events = None
 
 
 def audit_record(
@@ -36,37 +96,35 @@ def audit_record(
 ) -> AuditEvent:
     """Append one event to the audit log and publish it to live clients after commit.
 
-    Must be called inside the transaction that makes the change it records
-    (``transaction.atomic``); the event is chained to the previous event of the run's chain
-    (``run:<run_id>``), or of the ``system`` chain when ``run_id`` is None.
+    Must be called inside the transaction that makes the change it records; inside
+    ``audited_atomic`` the event is written when that block ends (its ``pk`` is None until
+    then), inside a plain ``transaction.atomic`` at once. The event is chained to the previous
+    event of the run's chain (``run:<run_id>``; the caller must hold the run's row lock), or of
+    the ``system`` chain when ``run_id`` is None.
 
     Raises:
         TransactionManagementError: called outside an atomic block.
     """
     if not connection.in_atomic_block:
         raise transaction.TransactionManagementError("audit_record needs an open transaction")
-    chain = f"run:{run_id}" if run_id else "system"
-    _lock_chain(chain)
-    last = AuditEvent.objects.filter(chain=chain).order_by("-id").values_list("hash", flat=True)
-    prev_hash = last.first() or GENESIS_HASH
-    fields: dict[str, Any] = {
-        "created_at": timezone.now(),
-        "chain": chain,
-        "run_id": run_id,
-        "actor_kind": actor.kind,
-        "actor_id": actor.id,
-        "actor_name": actor.name,
-        "verb": verb,
-        "object_type": object_type,
-        "object_id": str(object_id),
-        "from_state": from_state,
-        "to_state": to_state,
-        "payload": payload or {},
-    }
-    event = AuditEvent.objects.create(
-        **fields, prev_hash=prev_hash, hash=event_hash(fields, prev_hash)
+    event = AuditEvent(
+        created_at=timezone.now(),
+        chain=f"run:{run_id}" if run_id else SYSTEM_CHAIN,
+        run_id=run_id,
+        actor_kind=actor.kind,
+        actor_id=actor.id,
+        actor_name=actor.name,
+        verb=verb,
+        object_type=object_type,
+        object_id=str(object_id),
+        from_state=from_state,
+        to_state=to_state,
+        payload=payload or {},
     )
-    publish_on_commit(event)
+    if _buffer.events is not None:
+        _buffer.events.append(event)
+    else:
+        _write([event])
     return event
 
 

@@ -30,7 +30,7 @@ from approvals.policy import Classification, classify, load_rules
 from audit.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import audit_chains_expired
-from audit.services import audit_purge_chains, audit_record
+from audit.services import audit_purge_chains, audit_record, audited_atomic
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.execution import Outcome, backoff_seconds, call_tool, structured_error
@@ -71,6 +71,12 @@ def lock_run(run_id: uuid.UUID | str) -> Run:
         Run.DoesNotExist: unknown id.
     """
     return Run.objects.select_for_update().get(pk=run_id)
+
+
+def lock_run_of_step(step_id: int) -> Run | None:
+    """The run of step ``step_id``, locked like ``lock_run`` (one query), or None when there
+    is no such step. Lock the step itself afterwards: runs are always locked first."""
+    return Run.objects.select_for_update(of=("self",)).filter(steps__pk=step_id).first()
 
 
 def record_transition(actor: Actor, obj: Any, from_state: str, **payload: Any) -> None:
@@ -203,7 +209,7 @@ def run_create(
         raise InvalidInput(
             f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
         )
-    with transaction.atomic():
+    with audited_atomic():
         run = Run.objects.create(
             goal=goal,
             agent=agent,
@@ -234,7 +240,7 @@ def step_append(
         [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
     )
     _validate_spec(specs[0], where="step", registered_only=True)
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(run_id)
         if run.agent != "client":
             raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
@@ -253,6 +259,9 @@ def step_append(
 
 # ---------------------------------------------------------------------------------------------
 # Advancing a run
+
+
+_OPEN_STEP_STATUSES = [StepStatus.PENDING, *STEP_IN_FLIGHT]
 
 
 def fail_run_locked(run: Run, actor: Actor, error: dict[str, Any]) -> None:
@@ -287,15 +296,21 @@ def advance_locked(run: Run, actor: Actor) -> None:
         record_transition(actor, run, RunStatus.QUEUED)
     if run.status != RunStatus.RUNNING:
         return
-    if run.steps.filter(status__in=STEP_IN_FLIGHT).exists():
-        return
     if run.deadline and timezone.now() >= run.deadline:
         skip_pending_locked(run, actor)
         fail_run_locked(
             run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"}
         )
         return
-    step = run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index").first()
+    # Steps run in index order, so the first open step is in flight or the next to start.
+    step = (
+        run.steps.select_for_update()
+        .filter(status__in=_OPEN_STEP_STATUSES)
+        .order_by("index")
+        .first()
+    )
+    if step is not None and step.status != StepStatus.PENDING:
+        return
     if step is None:
         if agent_for(run.agent).is_finished(run):
             run.succeed()
@@ -324,7 +339,7 @@ def run_advance(*, run_id: uuid.UUID | str, actor: Actor) -> None:
     Raises:
         Run.DoesNotExist: unknown run.
     """
-    with transaction.atomic():
+    with audited_atomic():
         advance_locked(lock_run(run_id), actor)
 
 
@@ -336,7 +351,7 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
         InvalidInput: not a client run.
         Conflict: the run is already finished or completed.
     """
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(run_id)
         if run.agent != "client":
             raise InvalidInput(f"only client runs are completed by their client, not {run.agent}")
@@ -357,9 +372,6 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
         )
         advance_locked(run, actor)
     return run
-
-
-_OPEN_STEP_STATUSES = [StepStatus.PENDING, *STEP_IN_FLIGHT]
 
 
 def _cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
@@ -386,7 +398,7 @@ def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
         Run.DoesNotExist: unknown run.
         TransitionNotAllowed: the run is already succeeded, failed or cancelled.
     """
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(run_id)
         from_state = run.status
         error = {"type": "cancelled", "message": reason or "cancelled", "by": actor.name}
@@ -409,7 +421,7 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
         TransitionNotAllowed: the run is not failed.
         Conflict: a reviewer rejected the step the run failed on (fork the run instead).
     """
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(run_id)
         last = run.steps.select_for_update().exclude(status=StepStatus.PENDING).order_by("-index")
         failed = last.first()
@@ -468,7 +480,7 @@ def run_fork(
         if reason:
             raise InvalidInput(f"args: {reason}", field="args")
     checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
-    with transaction.atomic():
+    with audited_atomic():
         run = Run.objects.create(
             goal=source.goal,
             agent=source.agent,
@@ -543,16 +555,20 @@ class _Claim:
 
 def _ledger_plan(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     """Open (or re-open) the ledger row of the step's idempotency key; say how to proceed."""
+    fields = {
+        "run": run,
+        "step": step,
+        "tool": step.tool,
+        "status": CallStatus.STARTED,
+        "attempt": step.attempts,
+        "started_at": now,
+    }
+    if step.attempts == 1:
+        # The key names this step and its arguments: no earlier attempt can have opened it.
+        ToolCall.objects.create(idempotency_key=step.idempotency_key, **fields)
+        return ("replay" if run.agent == AgentKind.TRANSCRIPT else "call"), None
     call, created = ToolCall.objects.select_for_update().get_or_create(
-        idempotency_key=step.idempotency_key,
-        defaults={
-            "run": run,
-            "step": step,
-            "tool": step.tool,
-            "status": CallStatus.STARTED,
-            "attempt": step.attempts,
-            "started_at": now,
-        },
+        idempotency_key=step.idempotency_key, defaults=fields
     )
     replay = run.agent == AgentKind.TRANSCRIPT
     if not created:
@@ -572,11 +588,10 @@ def _ledger_plan(run: Run, step: Step, now: Any) -> tuple[str, Any]:
 
 
 def _claim(step_id: int, actor: Actor) -> _Claim | None:
-    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
-    if run_id is None:
-        return None
-    with transaction.atomic():
-        run = lock_run(run_id)
+    with audited_atomic():
+        run = lock_run_of_step(step_id)
+        if run is None:
+            return None
         step = Step.objects.select_for_update().get(pk=step_id)
         # A duplicate or late message finds the step no longer queued: nothing to do.
         if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
@@ -694,7 +709,7 @@ def _fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, no
 
 
 def _record_outcome(claim: _Claim, outcome: Outcome, actor: Actor) -> None:
-    with transaction.atomic():
+    with audited_atomic():
         run = lock_run(claim.step.run_id)
         step = Step.objects.select_for_update().get(pk=claim.step.pk)
         now = timezone.now()
@@ -763,11 +778,10 @@ def step_recover_lost(*, step_id: int, actor: Actor) -> bool:
     still ``started`` fails with ``outcome_unknown`` instead of being repeated. Returns True
     when the step was recovered.
     """
-    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
-    if run_id is None:
-        return False
-    with transaction.atomic():
-        run = lock_run(run_id)
+    with audited_atomic():
+        run = lock_run_of_step(step_id)
+        if run is None:
+            return False
         step = Step.objects.select_for_update().get(pk=step_id)
         now = timezone.now()
         if step.status != StepStatus.RUNNING or (
@@ -809,11 +823,10 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
 
     Returns True when the step was queued (the caller then executes it).
     """
-    run_id = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
-    if run_id is None:
-        return False
-    with transaction.atomic():
-        run = lock_run(run_id)
+    with audited_atomic():
+        run = lock_run_of_step(step_id)
+        if run is None:
+            return False
         step = Step.objects.select_for_update().get(pk=step_id)
         if step.status != StepStatus.WAITING_RETRY or run.status != RunStatus.RUNNING:
             return False
@@ -896,7 +909,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
         status__in=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED],
         deadline__lte=now,
     ).values_list("pk", flat=True):
-        with transaction.atomic():
+        with audited_atomic():
             run = lock_run(run_id)
             if run.is_terminal:
                 continue
@@ -1050,7 +1063,7 @@ def retention_purge(
         report.longest_batch_ms = max(report.longest_batch_ms, longest)
     report.seconds = time.monotonic() - began
     if not dry_run:
-        with transaction.atomic():
+        with audited_atomic():
             audit_record(
                 actor=actor,
                 verb="retention.purged",
