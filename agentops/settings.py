@@ -125,6 +125,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200)}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Celery's Django fix-up closes the database connection before and after every task unless
+# this is set, which costs a new connection per step. Connections are kept instead and closed
+# by Django's own rule (errors or CONN_MAX_AGE) after each task: see agentops/celery.py.
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 10_000, minimum=1)
 CELERY_TIMEZONE = "UTC"
 
 if REDIS_URL:

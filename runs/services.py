@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -767,7 +767,22 @@ def step_execute(*, step_id: int, actor: Actor) -> None:
     claim = _claim(step_id, actor)
     if claim is None:
         return
-    _record_outcome(claim, _outcome_of(claim, actor), actor)
+    outcome = _outcome_of(claim, actor)
+    # The outcome is known only in this process: losing it to a dropped database connection
+    # would leave the call's outcome unknown. Retry recording on a fresh connection.
+    for retry in range(RECORD_RETRIES + 1):
+        try:
+            _record_outcome(claim, outcome, actor)
+            return
+        except (OperationalError, InterfaceError):
+            if retry == RECORD_RETRIES:
+                raise
+            logger.warning("lost the database connection recording step %s; retrying", step_id)
+            connection.close()
+            time.sleep(0.5 * (retry + 1))
+
+
+RECORD_RETRIES = 3
 
 
 def step_recover_lost(*, step_id: int, actor: Actor) -> bool:

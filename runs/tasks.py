@@ -1,28 +1,41 @@
 """Celery tasks: thin wrappers that take ids and call one service.
 
 The broker only carries wake-ups; every task re-reads the database and returns when there
-is nothing to do, so a lost or duplicated message is harmless.
+is nothing to do, so a lost or duplicated message is harmless. A task that loses its database
+connection (a restarted or terminated server connection) is retried shortly, on a fresh
+connection (``agentops.celery.close_broken_connections``), instead of waiting for the sweeper.
 """
 
-from celery import shared_task
+from celery import Task, shared_task
+from django.db import InterfaceError, OperationalError
 
 from audit.actors import Actor
 from runs import services
 
 
-@shared_task(name="runs.advance_run")
+class DatabaseTask(Task):
+    """A task retried on a lost database connection: up to 5 times, after about 1, 2, 4, 8,
+    16 s (jittered)."""
+
+    autoretry_for = (OperationalError, InterfaceError)
+    retry_backoff = 1
+    retry_backoff_max = 30
+    max_retries = 5
+
+
+@shared_task(name="runs.advance_run", base=DatabaseTask)
 def advance_run(run_id: str) -> None:
     """Start or move on the run ``run_id`` (UUID text)."""
     services.run_advance(run_id=run_id, actor=Actor.worker())
 
 
-@shared_task(name="runs.execute_step")
+@shared_task(name="runs.execute_step", base=DatabaseTask)
 def execute_step(step_id: int) -> None:
     """Claim and execute the queued step ``step_id``."""
     services.step_execute(step_id=step_id, actor=Actor.worker())
 
 
-@shared_task(name="runs.retry_step")
+@shared_task(name="runs.retry_step", base=DatabaseTask)
 def retry_step(step_id: int) -> None:
     """Queue the step ``step_id`` waiting to retry, then execute it."""
     actor = Actor.worker()
@@ -30,13 +43,13 @@ def retry_step(step_id: int) -> None:
         services.step_execute(step_id=step_id, actor=actor)
 
 
-@shared_task(name="runs.sweep")
+@shared_task(name="runs.sweep", base=DatabaseTask)
 def sweep() -> dict[str, int]:
     """Periodic recovery of lost wake-ups, expired approvals and runs past deadline."""
     return services.sweep(actor=Actor.system("sweeper"))
 
 
-@shared_task(name="runs.retention_purge")
+@shared_task(name="runs.retention_purge", base=DatabaseTask)
 def retention_purge() -> dict[str, object]:
     """Periodic retention: apply the retention policies and expire audit chains."""
     return services.retention_purge(actor=Actor.system("retention"))
