@@ -99,3 +99,22 @@ def test_a_heartbeat_extends_the_lease_until_it_is_lost(
     step.refresh_from_db()
     assert step.lease_expires_at > timezone.now() + timedelta(seconds=500)
     assert not services.step_heartbeat(step_id=step.pk, owner="someone-else:1", extend_seconds=5)
+
+
+def test_cancelling_while_a_step_runs_records_its_outcome_but_stops_the_run(
+    operator, django_capture_on_commit_callbacks
+):
+    step = queued_step(operator, django_capture_on_commit_callbacks, "test_send")
+    worker = Actor.worker()
+    claim = services._claim(step.pk, worker)
+    assert claim is not None
+    outcome = services._outcome_of(claim, worker)  # the effect happens...
+    services.run_cancel(run_id=step.run_id, actor=Actor.for_user(operator), reason="stop")
+    with django_capture_on_commit_callbacks(execute=True):
+        services._record_outcome(claim, outcome, worker)  # ...and is recorded after the cancel
+    step.refresh_from_db()
+    assert step.status == StepStatus.CANCELLED
+    assert step.attempt_set.get().status == AttemptStatus.SUCCEEDED
+    call = ToolCall.objects.get(idempotency_key=step.idempotency_key)
+    assert (call.status, call.result) == (CallStatus.SUCCEEDED, 1)
+    assert step.run.status == RunStatus.CANCELLED
