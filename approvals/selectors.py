@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from collections import defaultdict
+
+from django.db.models import F, Prefetch, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from runs.models import Step
 
 
 def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
@@ -25,3 +29,28 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
 def approval_inbox() -> QuerySet[ApprovalRequest]:
     """The pending approval requests a reviewer should decide, oldest first."""
     return approval_list(status="pending")
+
+
+def earlier_steps(approvals: list[ApprovalRequest], *, limit: int) -> dict[int, list[Step]]:
+    """The last ``limit`` steps before each approval's step in its run, in index order, keyed by
+    approval id: what a reviewer reads before deciding. One query, whatever the runs' lengths."""
+    if not approvals:
+        return {}
+    steps = (
+        Step.objects.filter(
+            run__approvals__in=[a.pk for a in approvals],
+            index__lt=F("run__approvals__step__index"),
+        )
+        .annotate(
+            approval_id=F("run__approvals__id"),
+            newest_first=Window(
+                RowNumber(), partition_by=F("run__approvals__id"), order_by=F("index").desc()
+            ),
+        )
+        .filter(newest_first__lte=limit)
+        .order_by("index")
+    )
+    found: dict[int, list[Step]] = defaultdict(list)
+    for step in steps:
+        found[step.approval_id].append(step)
+    return found

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,6 +20,10 @@ from approvals.models import ApprovalRequest, ApprovalStatus, Decision
 from audit.actors import Actor
 from runs.models import Step
 from runs.views import last_event_id
+
+INBOX_PER_PAGE = 50
+# The inbox shows the results of at most this many steps before the one to decide.
+EARLIER_STEPS_SHOWN = 10
 
 
 @dataclass
@@ -34,18 +38,18 @@ class InboxItem:
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
-    pending = selectors.approval_inbox().prefetch_related(
-        Prefetch("run__steps", queryset=Step.objects.order_by("index"))
-    )
+    page = Paginator(selectors.approval_inbox(), INBOX_PER_PAGE).get_page(request.GET.get("page"))
+    approvals = list(page)
+    earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     items = [
         InboxItem(
             approval=approval,
-            earlier_steps=[s for s in approval.run.steps.all() if s.index < approval.step.index],
+            earlier_steps=earlier.get(approval.pk, []),
             own_run=approval.run.requested_by_id == request.user.pk,
         )
-        for approval in pending
+        for approval in approvals
     ]
-    return {"items": items}
+    return {"items": items, "page": page}
 
 
 @require_GET
