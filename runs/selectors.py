@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
-from runs.models import Run, Step, StepAttempt
+from runs.models import Run, Step, StepAttempt, StepStatus
 
 
 def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
@@ -46,3 +46,13 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
         Run.DoesNotExist: unknown id.
     """
     return run_detail_queryset().get(pk=run_id)
+
+
+def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
+    """(steps in all, steps succeeded) of each of ``run_ids``, in one query."""
+    rows = (
+        Step.objects.filter(run_id__in=run_ids)
+        .values("run_id")
+        .annotate(total=Count("id"), done=Count("id", filter=Q(status=StepStatus.SUCCEEDED)))
+    )
+    return {row["run_id"]: (row["total"], row["done"]) for row in rows}

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q, prefetch_related_objects
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -44,12 +44,14 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     status = request.GET.get("status", "")
     if status not in RunStatus.values:
         status = ""
-    runs = selectors.run_list(status=status or None).annotate(
-        steps_total=Count("steps"),
-        steps_done=Count("steps", filter=Q(steps__status=StepStatus.SUCCEEDED)),
+    page = Paginator(selectors.run_list(status=status or None), RUNS_PER_PAGE).get_page(
+        request.GET.get("page")
     )
-    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    return {"page": page, "status": status, "statuses": RunStatus.choices}
+    # Count steps for this page's runs only: an annotation on the whole list would make the
+    # database aggregate every run's steps before it can sort and cut the page.
+    counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
+    rows = [(run, *counts.get(run.pk, (0, 0))) for run in page.object_list]
+    return {"page": page, "rows": rows, "status": status, "statuses": RunStatus.choices}
 
 
 @require_GET
