@@ -1,0 +1,1 @@
+"""Reproducible performance measurements of agentops (``benchmarks/run.py``; see README.md)."""

@@ -1,0 +1,552 @@
+"""What every benchmark shares: figures and the results table, statistics, the processes under
+test (Celery workers, daphne), PostgreSQL counters and bulk data.
+
+A benchmark module (``bench_*.py``) has ``NAME``, ``FIGURES`` (the rows it reports), ``SIZES``
+(its parameters for ``tiny`` and ``full``) and ``run(bench) -> Iterator[Sample]``, which repeats
+its measurement ``bench.repeat`` times and yields one sample per figure and repetition, each
+with the baseline measured in the same repetition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_USER_PASSWORD = "bench-password-not-secret"  # noqa: S105
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures, samples and the table
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target from the issue: ``op`` (``>=``, ``<=``, ``<``) ``bound``, on the figure's median
+    ``value`` or on its ``ratio`` to the baseline."""
+
+    op: str
+    bound: float
+    on: str = "value"
+
+    def met(self, value: float | None, ratio: float | None) -> bool | None:
+        """Whether the target is met; None when the figure it is on was not measured."""
+        x = value if self.on == "value" else ratio
+        if x is None:
+            return None
+        return {">=": x >= self.bound, "<=": x <= self.bound, "<": x < self.bound}[self.op]
+
+    def __str__(self) -> str:
+        prefix = "ratio " if self.on == "ratio" else ""
+        return f"{prefix}{self.op} {self.bound:g}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the table: ``key`` (unique within its benchmark), ``label``, ``unit`` and the
+    targets it is held to."""
+
+    key: str
+    label: str
+    unit: str
+    targets: tuple[Target, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One repetition's measurement of figure ``key``, with the baseline measured in the same
+    repetition (None when the figure has none)."""
+
+    key: str
+    value: float
+    baseline: float | None = None
+
+
+@dataclass
+class Row:
+    """The aggregate of a figure's samples: median, min and max of the values, median of the
+    baselines and median of the per-repetition ratios (value / baseline)."""
+
+    benchmark: str
+    figure: Figure
+    values: list[float] = field(default_factory=list)
+    baselines: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+
+    def add(self, sample: Sample) -> None:
+        self.values.append(sample.value)
+        if sample.baseline is not None:
+            self.baselines.append(sample.baseline)
+            if sample.baseline and math.isfinite(sample.baseline):
+                self.ratios.append(sample.value / sample.baseline)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+    @property
+    def ratio(self) -> float | None:
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``FAIL``, or ``-`` without a target (or nothing measured)."""
+        results = [t.met(self.median, self.ratio) for t in self.figure.targets]
+        if not results or None in results:
+            return "-"
+        return "pass" if all(results) else "FAIL"
+
+
+def _number(x: float | None) -> str:
+    if x is None or math.isnan(x):
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    if x == int(x) or abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def render_table(rows: Iterable[Row]) -> str:
+    """The results as a Markdown table (one line per figure)."""
+    header = [
+        "benchmark",
+        "figure",
+        "unit",
+        "median",
+        "min",
+        "max",
+        "baseline",
+        "ratio",
+        "target",
+        "pass",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [
+            row.benchmark,
+            row.figure.label,
+            row.figure.unit,
+            _number(row.median),
+            _number(min(row.values) if row.values else None),
+            _number(max(row.values) if row.values else None),
+            _number(statistics.median(row.baselines) if row.baselines else None),
+            _number(row.ratio),
+            "; ".join(str(t) for t in row.figure.targets) or "-",
+            row.verdict,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, linearly interpolated; NaN when empty,
+    ``inf`` when it falls on or next to an infinite value (a request that never succeeded)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    if math.isinf(ordered[high]):
+        return math.inf
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll ``predicate`` until it returns a truthy value, which is returned.
+
+    Raises:
+        TimeoutError: not within ``timeout`` seconds (the message names ``what``).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def paced(count: int, interval: float) -> Iterator[int]:
+    """Yield 0 .. ``count``-1, the i-th at ``i * interval`` seconds after the first: a fixed
+    (open-loop) schedule that does not wait for what the caller does with each."""
+    began = time.monotonic()
+    for i in range(count):
+        delay = began + i * interval - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield i
+
+
+def chain_latencies(bench: Bench, chains: int, links: int, interval: float) -> list[float]:
+    """The bare-Celery baseline of a dispatch: send ``chains`` chains of ``links`` no-op links,
+    one chain every ``interval`` seconds, and return every hop's latency in ms (a link's start
+    - the time its predecessor sent it; for the first link, the time this process sent it).
+    Hops of links after the first when ``links`` > 1, else the first links'."""
+    from benchmarks.tasks import noop, results
+
+    key = f"{bench.queue}:paced:{time.time_ns()}"
+    for _ in paced(chains, interval):
+        noop.delay(key, 0, links, time.time(), True)
+    redis = results()
+    wait_until(lambda: redis.llen(f"{key}:done") >= chains, 60 + chains * links, "bare chains")
+    hops = [item.split() for item in redis.lrange(f"{key}:latency", 0, -1)]
+    redis.delete(f"{key}:done", f"{key}:latency")
+    first = 1 if links > 1 else 0
+    return [float(latency) * 1000 for link, latency in hops if int(link) >= first]
+
+
+# ---------------------------------------------------------------------------------------------
+# The database and the processes under test
+
+
+# Connections the benchmark's own role may hold at once. PostgreSQL refuses more (a web
+# server overloaded by the API benchmark then answers 500s, counted as failed requests) instead
+# of letting the processes under test take every connection of a shared server.
+CONNECTION_LIMIT = 50
+
+
+def recreate_database(server: str, name: str) -> None:
+    """Drop database ``name`` (disconnecting its users) and create it empty, owned by the role
+    ``name`` (created when missing; LOGIN, ``CONNECTION_LIMIT`` connections).
+
+    ``server`` is a ``postgres://user@host:port`` URL, without a database name, of a role that
+    may create roles and databases.
+    """
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        ident = sql.Identifier(name)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+        limit = sql.Literal(CONNECTION_LIMIT)
+        conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(ident, limit))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(ident, ident))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A process of the project, in its own process group so that stopping it also stops what
+    it forked (Celery's pool processes); output goes to ``log``."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], log: Path):
+        self.log = log
+        self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter and arguments)
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        """Wait until ``ready()``; raise RuntimeError with the log's end if the process exits
+        or ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM the group, SIGKILL what is left after 20 s; return once the leader exited."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@dataclass
+class Bench:
+    """One invocation of the suite: where it runs, how big, how often, and its processes.
+
+    ``server`` is ``postgres://user@host:port``, ``database`` the benchmark's own database,
+    ``redis_url`` the Redis database of the broker and channel layer, ``queue`` the Celery queue
+    of its workers; ``size`` is tiny or full; ``repeat`` how many times each benchmark measures;
+    ``shared`` carries samples from one benchmark to the next (``steps_per_s_2``).
+    """
+
+    server: str
+    database: str
+    redis_url: str
+    queue: str
+    size: str
+    repeat: int
+    logs: Path
+    seed: int = 1
+    shared: dict[str, list[float]] = field(default_factory=dict)
+    workers: list[Process] = field(default_factory=list)
+    daphne: Process | None = None
+    daphne_port: int = 0
+
+    @property
+    def database_url(self) -> str:
+        """The benchmark database, as its own role (see ``recreate_database``)."""
+        host = self.server.rpartition("@")[2]
+        return f"postgres://{self.database}@{host}/{self.database}"
+
+    def env(self) -> dict[str, str]:
+        """The environment of every process of the benchmark, this one included."""
+        env = dict(os.environ)
+        env.update(
+            {
+                "DATABASE_URL": self.database_url,
+                "REDIS_URL": self.redis_url,
+                "CHANNELS_PREFIX": self.queue,
+                "AGENTOPS_BENCH_QUEUE": self.queue,
+                "CELERY_TASK_ALWAYS_EAGER": "0",
+                "AGENTOPS_FAST_PASSWORD_HASHING": "1",
+                "DEBUG": "0",
+                "SECRET_KEY": "benchmark-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+                "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+                "SECURE_SSL_REDIRECT": "0",
+                "SECURE_HSTS_SECONDS": "0",
+                "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+                "LOG_LEVEL": "WARNING",
+                "PYTHONUNBUFFERED": "1",
+                "DJANGO_SETTINGS_MODULE": "agentops.settings",
+            }
+        )
+        return env
+
+    def migrate(self) -> None:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--verbosity=0"],
+            cwd=ROOT,
+            env=self.env(),
+            check=True,
+        )
+
+    # Workers ---------------------------------------------------------------------------------
+
+    def start_workers(self, count: int) -> None:
+        """Run exactly ``count`` Celery worker processes (``--concurrency=1`` each), starting or
+        stopping them as needed, and return once every one answers a ping."""
+        if len(self.workers) == count:
+            return
+        self.stop_workers()
+        from agentops.celery import app
+
+        names = [f"{self.queue}-{i}@{socket.gethostname()}" for i in range(count)]
+        for i, name in enumerate(names):
+            cmd = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "agentops",
+                "worker",
+                "-I",
+                "benchmarks.tasks",
+                "-Q",
+                self.queue,
+                "--concurrency=1",
+                "--loglevel=WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--hostname",
+                name,
+            ]
+            if i == 0:
+                cmd.append("--purge")
+            self.workers.append(Process(cmd, self.env(), self.logs / f"worker-{i}.log"))
+        for name, worker in zip(names, self.workers, strict=True):
+
+            def answers(name: str = name) -> bool:
+                return bool(app.control.ping(destination=[name], timeout=0.5))
+
+            worker.wait_until(answers, f"celery worker {name}")
+
+    def stop_workers(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers = []
+
+    # daphne ----------------------------------------------------------------------------------
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.daphne_port}"
+
+    def start_daphne(self) -> None:
+        """Serve the project with one daphne process (HTTP and WebSocket) on a free port."""
+        if self.daphne is not None:
+            return
+        self.daphne_port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.daphne_port),
+            "agentops.asgi:application",
+        ]
+        self.daphne = Process(cmd, self.env(), self.logs / "daphne.log")
+
+        def accepts() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", self.daphne_port), timeout=1).close()
+            except OSError:
+                return False
+            return True
+
+        self.daphne.wait_until(accepts, "daphne")
+
+    def stop_daphne(self) -> None:
+        if self.daphne is not None:
+            self.daphne.stop()
+            self.daphne = None
+
+    def stop_all(self) -> None:
+        self.stop_workers()
+        self.stop_daphne()
+
+    # PostgreSQL counters ---------------------------------------------------------------------
+
+    def xact_commits(self) -> int:
+        """``pg_stat_database.xact_commit`` of the benchmark's database, once every connection
+        to it has ended (a backend's counters are flushed at the latest when it exits).
+
+        The caller stops the workers and closes this process's connections first; the counter
+        is read through the ``postgres`` database, so reading it adds no commit.
+        """
+        with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
+
+            def idle() -> bool:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database]
+                ).fetchone()
+                return row is not None and row[0] == 0
+
+            wait_until(idle, 30, "connections to the benchmark database to end")
+            time.sleep(0.2)
+            row = conn.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [self.database]
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Users and bulk data
+
+
+def bench_users() -> dict[str, Any]:
+    """An operator and a reviewer (roles from the migrations), each with an API token.
+
+    Returns ``{"operator": user, "reviewer": user, "operator_token": key,
+    "reviewer_token": key}``.
+    """
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from rest_framework.authtoken.models import Token
+
+    from agentops.roles import OPERATORS, REVIEWERS
+
+    users: dict[str, Any] = {}
+    for name, group in (("operator", OPERATORS), ("reviewer", REVIEWERS)):
+        user, created = get_user_model().objects.get_or_create(username=f"bench-{name}")
+        if created:
+            user.set_password(BENCH_USER_PASSWORD)
+            user.save()
+            user.groups.add(Group.objects.get(name=group))
+        users[name] = user
+        users[f"{name}_token"] = Token.objects.get_or_create(user=user)[0].key
+    return users
+
+
+_LOAD_RUNS = """
+INSERT INTO runs_run (id, goal, agent, input, metadata, state, conversation, status, version,
+    client_done, step_limit, usage_tokens, cost_usd, duration_ms, created_at, updated_at,
+    started_at, finished_at)
+SELECT md5(%(tag)s || g)::uuid, 'bench run ' || g, 'plan', '{}', %(metadata)s, '{}', '[]',
+    %(status)s, 1, false, 500, 0, 0, 0,
+    %(at)s - (%(runs)s - g) * interval '1 second', %(at)s, %(at)s, %(finished)s
+FROM generate_series(1, %(runs)s) AS g
+"""
+
+_LOAD_STEPS = """
+INSERT INTO runs_step (run_id, index, tool, args, args_hash, idempotency_key, risk,
+    required_approvals, rationale, tool_call_id, status, attempts, max_attempts,
+    timeout_seconds, lease_owner, result, usage, created_at, updated_at, started_at, finished_at)
+SELECT md5(%(tag)s || g)::uuid, i, 'echo', '{"value": 1}', md5('{"value":1}'),
+    md5(%(tag)s || g)::uuid::text || ':' || i || ':echo', 'low', 0, '', '', %(step_status)s, 1,
+    3, 60, '', '1', '{}', %(at)s, %(at)s, %(at)s, %(finished)s
+FROM generate_series(1, %(runs)s) AS g, generate_series(0, %(steps)s - 1) AS i
+"""
+
+
+def load_runs(
+    *,
+    tag: str,
+    runs: int,
+    steps_per_run: int,
+    status: str = "succeeded",
+    age_days: float = 0,
+    metadata: str = "{}",
+) -> list[str]:
+    """Insert ``runs`` plan runs of ``steps_per_run`` succeeded echo steps straight with SQL.
+
+    Fast bulk data for the read and purge benchmarks (no audit events, checkpoints or attempts:
+    those are not what the pages or the purge read most). Run ids are derived from ``tag``, so
+    two loads with different tags never collide; the runs finished ``age_days`` days ago, one
+    second apart. Returns the run ids (UUID text), oldest first.
+    """
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT now() - %s * interval '1 day'", [age_days])
+        at = cursor.fetchone()[0]
+        params = {
+            "tag": tag,
+            "runs": runs,
+            "steps": steps_per_run,
+            "status": status,
+            "step_status": "succeeded" if status == "succeeded" else "pending",
+            "at": at,
+            "finished": at if status == "succeeded" else None,
+            "metadata": metadata,
+        }
+        cursor.execute(_LOAD_RUNS, params)
+        cursor.execute(_LOAD_STEPS, params)
+        cursor.execute(
+            "SELECT md5(%s || g)::uuid::text FROM generate_series(1, %s) AS g", [tag, runs]
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_run")
+        cursor.execute("ANALYZE runs_step")
+    return ids
