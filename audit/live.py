@@ -122,16 +122,17 @@ def _dispatch(batch: Batch) -> None:
         async_to_sync(_send_batch)(layer, batch)
 
 
-def publish_on_commit(event: AuditEvent) -> None:
-    """Send ``event`` to its groups once the surrounding transaction commits (never before)."""
-    from audit.serializers import AuditEventSerializer
-
-    groups = groups_for(event)
-    if not groups:
-        return
+def publish_on_commit(events: list[AuditEvent]) -> None:
+    """Send ``events`` (in order) to their groups once the surrounding transaction commits,
+    never before."""
+    from audit.serializers import event_json
 
     def send() -> None:
-        message = {"type": "audit.event", "event": AuditEventSerializer(event).data}
-        _dispatch([(group, message) for group in groups])
+        batch: Batch = []
+        for event in events:
+            message = {"type": "audit.event", "event": event_json(event)}
+            batch += [(group, message) for group in groups_for(event)]
+        if batch:
+            _dispatch(batch)
 
     transaction.on_commit(send)
