@@ -22,6 +22,8 @@ from runs.services import (
     fail_run_locked,
     lock_run,
     record_transition,
+    save_run,
+    save_step,
     skip_pending_locked,
 )
 
@@ -67,7 +69,7 @@ def _close(approval: ApprovalRequest, run: Run, step: Step, actor: Actor, *, err
     """Reject the step and fail the run after a rejection or expiry (caller holds the locks)."""
     now = timezone.now()
     step.reject(error=error, now=now)
-    step.save()
+    save_step(step, status_was=StepStatus.AWAITING_APPROVAL)
     record_transition(actor, step, StepStatus.AWAITING_APPROVAL, error=error)
     # A rejected or expired step is final (the run cannot be resumed past it): nothing after
     # it will run.
@@ -186,11 +188,10 @@ def _decide_locked(
     approval.save()
     record_transition(actor, approval, ApprovalStatus.PENDING, comment=comment)
     step.enqueue()
-    step.save()
+    save_step(step, status_was=StepStatus.AWAITING_APPROVAL)
     record_transition(actor, step, StepStatus.AWAITING_APPROVAL)
     run.continue_approved()
-    run.version += 1
-    run.save()
+    save_run(run)
     record_transition(actor, run, RunStatus.AWAITING_APPROVAL)
     enqueue_step_on_commit(step.pk)
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentops import rows
 from audit.actors import Actor
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
 from audit.live import publish_on_commit
@@ -31,13 +32,18 @@ SYSTEM_CHAIN = "system"
 
 
 def _chain_head(chain: str) -> str:
-    last = AuditEvent.objects.filter(chain=chain).order_by("-id").values_list("hash", flat=True)
-    return last.first() or GENESIS_HASH
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT hash FROM audit_auditevent WHERE chain = %s ORDER BY id DESC LIMIT 1", [chain]
+        )
+        row = cursor.fetchone()
+    return row[0] if row else GENESIS_HASH
 
 
 def _write(events: list[AuditEvent]) -> None:
     """Chain, hash and insert ``events`` (in order) with one head read per chain and one
-    INSERT, then publish each after commit."""
+    INSERT (plain SQL: this runs in every transaction of the executor), then publish them
+    after commit."""
     heads: dict[str, str] = {}
     for event in events:
         if event.chain not in heads:
@@ -46,9 +52,8 @@ def _write(events: list[AuditEvent]) -> None:
         fields = {name: getattr(event, name) for name in HASHED_FIELDS}
         event.prev_hash = heads[event.chain]
         event.hash = heads[event.chain] = event_hash(fields, event.prev_hash)
-    AuditEvent.objects.bulk_create(events)
-    for event in events:
-        publish_on_commit(event)
+    rows.insert(events)
+    publish_on_commit(events)
 
 
 class _Buffer(threading.local):

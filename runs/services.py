@@ -16,6 +16,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentops import rows
 from agentops.errors import Conflict, InvalidInput
 from approvals.policy import Classification, classify, load_rules
 from audit.actors import Actor
@@ -70,13 +72,31 @@ def lock_run(run_id: uuid.UUID | str) -> Run:
     Raises:
         Run.DoesNotExist: unknown id.
     """
-    return Run.objects.select_for_update().get(pk=run_id)
+    run = rows.get(Run, run_id, lock=True)
+    if run is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    return run
 
 
 def lock_run_of_step(step_id: int) -> Run | None:
     """The run of step ``step_id``, locked like ``lock_run`` (one query), or None when there
     is no such step. Lock the step itself afterwards: runs are always locked first."""
-    return Run.objects.select_for_update(of=("self",)).filter(steps__pk=step_id).first()
+    found = rows.select(
+        Run, "id = (SELECT run_id FROM runs_step WHERE id = %s)", [step_id], lock=True
+    )
+    return found[0] if found else None
+
+
+def lock_step(step_id: int) -> Step:
+    """The step row, locked until the transaction ends; lock its run first.
+
+    Raises:
+        Step.DoesNotExist: unknown id.
+    """
+    step = rows.get(Step, step_id, lock=True)
+    if step is None:
+        raise Step.DoesNotExist(f"no step {step_id}")
+    return step
 
 
 def record_transition(actor: Actor, obj: Any, from_state: str, **payload: Any) -> None:
@@ -101,9 +121,51 @@ def record_transition(actor: Actor, obj: Any, from_state: str, **payload: Any) -
     )
 
 
-def _save_run(run: Run) -> None:
+# The columns of a run and of a step that change after creation (the rest never do).
+_RUN_CHANGING = [
+    "status",
+    "version",
+    "error",
+    "client_done",
+    "state",
+    "usage_tokens",
+    "cost_usd",
+    "duration_ms",
+    "started_at",
+    "finished_at",
+]
+_STEP_CHANGING = [
+    "status",
+    "attempts",
+    "max_attempts",
+    "next_attempt_at",
+    "lease_owner",
+    "lease_expires_at",
+    "result",
+    "error",
+    "started_at",
+    "finished_at",
+]
+
+
+def save_run(run: Run) -> None:
+    """Write what changed in a locked run and bump its ``version``.
+
+    Raises:
+        ConcurrentTransition: the row's version is not the one it was read with.
+    """
+    read_version = run.version
     run.version += 1
-    run.save()
+    rows.update(run, _RUN_CHANGING, guard={"version": read_version})
+
+
+def save_step(step: Step, *, status_was: str) -> None:
+    """Write what changed in a locked step that had status ``status_was`` when read.
+
+    Raises:
+        ConcurrentTransition: the row's status is no longer ``status_was``.
+    """
+    rows.update(step, _STEP_CHANGING, guard={"status": status_was})
 
 
 def enqueue_step_on_commit(step_id: int) -> None:
@@ -135,12 +197,11 @@ def _validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None
         raise InvalidInput(f"{where}.args: {reason}", field=f"{where}.args")
 
 
-def _create_step(
-    run: Run, spec: StepSpec, *, index: int, klass: Classification, actor: Actor
-) -> Step:
+def _new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> Step:
+    """An unsaved pending step of ``run`` at ``index``, classified as ``klass``."""
     tool = get_tool(spec.tool)
     digest = args_hash(spec.args)
-    step = Step(
+    return Step(
         run=run,
         index=index,
         tool=spec.tool,
@@ -157,19 +218,23 @@ def _create_step(
             tool.timeout_seconds if tool else settings.AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS
         ),
     )
-    step.save()
-    record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=index)
-    return step
+
+
+def _insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
+    """Insert new steps in one statement and record their creation."""
+    rows.insert(steps)
+    for step in steps:
+        record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=step.index)
+    return steps
 
 
 def _create_steps(run: Run, specs: list[StepSpec], *, first_index: int, actor: Actor) -> list[Step]:
     rules = load_rules()
-    return [
-        _create_step(
-            run, spec, index=first_index + i, klass=classify(spec.tool, rules=rules), actor=actor
-        )
+    steps = [
+        _new_step(run, spec, index=first_index + i, klass=classify(spec.tool, rules=rules))
         for i, spec in enumerate(specs)
     ]
+    return _insert_steps(steps, actor)
 
 
 def run_create(
@@ -252,7 +317,7 @@ def step_append(
         if count >= run.step_limit:
             raise Conflict(f"run reached its step limit of {run.step_limit}")
         (step,) = _create_steps(run, specs, first_index=count, actor=actor)
-        _save_run(run)
+        save_run(run)
         enqueue_advance_on_commit(run.pk)
     return step
 
@@ -269,78 +334,99 @@ def fail_run_locked(run: Run, actor: Actor, error: dict[str, Any]) -> None:
     from_state = run.status
     run.fail(error=error)
     run.finished_at = timezone.now()
-    _save_run(run)
+    save_run(run)
     record_transition(actor, run, from_state, error=error)
 
 
 def skip_pending_locked(run: Run, actor: Actor) -> None:
     """Skip every pending step of a locked run: the run ended before reaching them."""
-    for step in run.steps.select_for_update().filter(status=StepStatus.PENDING).order_by("index"):
+    for step in _lock_steps(run, [StepStatus.PENDING]):
         step.skip()
-        step.save()
+        save_step(step, status_was=StepStatus.PENDING)
         record_transition(actor, step, StepStatus.PENDING)
 
 
-def advance_locked(run: Run, actor: Actor) -> None:
+def _lock_steps(run: Run, statuses: Sequence[str], *, limit: int | None = None) -> list[Step]:
+    """The steps of a locked run that have one of ``statuses``, in index order, locked."""
+    marks = ", ".join(["%s"] * len(statuses))
+    return rows.select(
+        Step,
+        f"run_id = %s AND status IN ({marks})",
+        [run.pk, *statuses],
+        lock=True,
+        order_by='"index"',
+        limit=limit,
+    )
+
+
+def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> _Claim | None:
     """Move a locked run on: start it, open an approval or queue its next step, or finish it.
 
     The caller holds the run's row lock inside a transaction. Does nothing while a step is in
     flight (awaiting approval, queued, running or waiting to retry) or the run is not active.
+    A queued step is sent to the workers after commit; with ``claim`` (the caller is a worker
+    that will execute it) it is claimed for ``actor`` in this transaction instead and the
+    claim returned, which spares a commit and a broker round trip per step.
     """
     from approvals.services import approval_open_locked
 
     if run.status == RunStatus.QUEUED:
         run.start()
         run.started_at = timezone.now()
-        _save_run(run)
+        save_run(run)
         record_transition(actor, run, RunStatus.QUEUED)
     if run.status != RunStatus.RUNNING:
-        return
+        return None
     if run.deadline and timezone.now() >= run.deadline:
         skip_pending_locked(run, actor)
         fail_run_locked(
             run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"}
         )
-        return
+        return None
     # Steps run in index order, so the first open step is in flight or the next to start.
-    step = (
-        run.steps.select_for_update()
-        .filter(status__in=_OPEN_STEP_STATUSES)
-        .order_by("index")
-        .first()
-    )
+    found = _lock_steps(run, _OPEN_STEP_STATUSES, limit=1)
+    step = found[0] if found else None
     if step is not None and step.status != StepStatus.PENDING:
-        return
+        return None
     if step is None:
         if agent_for(run.agent).is_finished(run):
             run.succeed()
             run.finished_at = timezone.now()
-            _save_run(run)
+            save_run(run)
             record_transition(actor, run, RunStatus.RUNNING)
-        return
+        return None
     if step.required_approvals:
         step.request_approval()
-        step.save()
+        save_step(step, status_was=StepStatus.PENDING)
         record_transition(actor, step, StepStatus.PENDING)
         approval_open_locked(run=run, step=step, actor=actor)
         run.await_approval()
-        _save_run(run)
+        save_run(run)
         record_transition(actor, run, RunStatus.RUNNING, step=step.index)
-        return
+        return None
     step.enqueue()
-    step.save()
     record_transition(actor, step, StepStatus.PENDING)
+    if claim:
+        # Queued and claimed in one transaction: one write of the row for both transitions.
+        return _claim_locked(run, step, actor, status_was=StepStatus.PENDING)
+    save_step(step, status_was=StepStatus.PENDING)
     enqueue_step_on_commit(step.pk)
+    return None
 
 
-def run_advance(*, run_id: uuid.UUID | str, actor: Actor) -> None:
+def run_advance(*, run_id: uuid.UUID | str, actor: Actor, execute: bool = False) -> None:
     """Advance the run ``run_id`` (see ``advance_locked``) in its own transaction.
+
+    With ``execute`` (the caller is a worker), the step it queues is claimed for ``actor`` and
+    executed here, with the steps after it (``execute_claims``), instead of being sent to the
+    workers.
 
     Raises:
         Run.DoesNotExist: unknown run.
     """
     with audited_atomic():
-        advance_locked(lock_run(run_id), actor)
+        claim = advance_locked(lock_run(run_id), actor, claim=execute)
+    execute_claims(claim, actor)
 
 
 def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
@@ -360,7 +446,7 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
         if run.client_done:
             raise Conflict("the client already completed this run")
         run.client_done = True
-        _save_run(run)
+        save_run(run)
         audit_record(
             actor=actor,
             verb="run.client_completed",
@@ -378,13 +464,12 @@ def _cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
     """Cancel every open step of a locked run, and the approval a step waits on."""
     from approvals.services import approval_cancel_locked
 
-    open_steps = run.steps.select_for_update().filter(status__in=_OPEN_STEP_STATUSES)
-    for step in open_steps.order_by("index"):
+    for step in _lock_steps(run, _OPEN_STEP_STATUSES):
         from_state = step.status
         if from_state == StepStatus.AWAITING_APPROVAL:
             approval_cancel_locked(step=step, actor=actor)
         step.cancel(now=now)
-        step.save()
+        save_step(step, status_was=from_state)
         record_transition(actor, step, from_state)
 
 
@@ -405,7 +490,7 @@ def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
         run.cancel(error=error)
         now = timezone.now()
         run.finished_at = now
-        _save_run(run)
+        save_run(run)
         record_transition(actor, run, from_state, reason=reason)
         _cancel_open_steps(run, actor, now)
     return run
@@ -429,11 +514,11 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
             raise Conflict("a reviewer rejected this run's step: it cannot be resumed")
         run.resume()
         run.finished_at = None
-        _save_run(run)
+        save_run(run)
         record_transition(actor, run, RunStatus.FAILED)
         if failed is not None and failed.status == StepStatus.FAILED:
             failed.retry()
-            failed.save()
+            save_step(failed, status_was=StepStatus.FAILED)
             record_transition(actor, failed, StepStatus.FAILED)
             enqueue_step_on_commit(failed.pk)
         else:
@@ -520,6 +605,7 @@ def run_fork(
                 run=run, step=step, index=step.index, state=checkpoints.get(old.index, {})
             )
         rules = load_rules()
+        pending = []
         for position, old in enumerate(later):
             new_args = args if position == 0 and args is not None else None
             edited = new_args is not None
@@ -533,7 +619,8 @@ def run_fork(
             klass = classify(old.tool, rules=rules)
             if edited:
                 klass = Classification(klass.risk, max(1, klass.required_approvals))
-            _create_step(run, spec, index=old.index, klass=klass, actor=actor)
+            pending.append(_new_step(run, spec, index=old.index, klass=klass))
+        _insert_steps(pending, actor)
         enqueue_advance_on_commit(run.pk)
     return run
 
@@ -565,7 +652,7 @@ def _ledger_plan(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     }
     if step.attempts == 1:
         # The key names this step and its arguments: no earlier attempt can have opened it.
-        ToolCall.objects.create(idempotency_key=step.idempotency_key, **fields)
+        rows.insert([ToolCall(idempotency_key=step.idempotency_key, **fields)])
         return ("replay" if run.agent == AgentKind.TRANSCRIPT else "call"), None
     call, created = ToolCall.objects.select_for_update().get_or_create(
         idempotency_key=step.idempotency_key, defaults=fields
@@ -587,33 +674,44 @@ def _ledger_plan(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     return ("replay" if replay else "call"), None
 
 
+def _claim_locked(
+    run: Run, step: Step, actor: Actor, *, status_was: str = StepStatus.QUEUED
+) -> _Claim:
+    """Claim a queued step of a running run for ``actor`` (both locked by the caller):
+    queued → running under a lease, its attempt row, its ledger row opened. ``status_was``
+    is the status of the step's row (pending when it was queued in this transaction)."""
+    now = timezone.now()
+    # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat extends
+    # it. Past it, the sweeper takes the worker for dead.
+    lease = now + timedelta(seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS)
+    step.claim(owner=actor.id, lease_expires_at=lease, now=now)
+    save_step(step, status_was=status_was)
+    rows.insert(
+        [
+            StepAttempt(
+                step=step,
+                number=step.attempts,
+                status=AttemptStatus.RUNNING,
+                worker=actor.id,
+                started_at=now,
+            )
+        ]
+    )
+    plan, ledger_result = _ledger_plan(run, step, now)
+    record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
+    return _Claim(step, plan, ledger_result)
+
+
 def _claim(step_id: int, actor: Actor) -> _Claim | None:
     with audited_atomic():
         run = lock_run_of_step(step_id)
         if run is None:
             return None
-        step = Step.objects.select_for_update().get(pk=step_id)
+        step = lock_step(step_id)
         # A duplicate or late message finds the step no longer queued: nothing to do.
         if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
             return None
-        now = timezone.now()
-        # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat
-        # extends it. Past it, the sweeper takes the worker for dead.
-        lease = now + timedelta(
-            seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS
-        )
-        step.claim(owner=actor.id, lease_expires_at=lease, now=now)
-        step.save()
-        StepAttempt.objects.create(
-            step=step,
-            number=step.attempts,
-            status=AttemptStatus.RUNNING,
-            worker=actor.id,
-            started_at=now,
-        )
-        plan, ledger_result = _ledger_plan(run, step, now)
-        record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
-    return _Claim(step, plan, ledger_result)
+        return _claim_locked(run, step, actor)
 
 
 def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
@@ -681,13 +779,15 @@ def _settle_ledger(claim: _Claim, outcome: Outcome, now: Any) -> None:
     """
     if claim.plan not in ("call", "replay") or outcome.effect_unknown:
         return
-    ToolCall.objects.filter(
-        idempotency_key=claim.step.idempotency_key, attempt=claim.step.attempts
-    ).update(
-        status=CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
-        result=outcome.result if outcome.ok else None,
-        duration_ms=outcome.duration_ms,
-        finished_at=now,
+    rows.update_where(
+        ToolCall,
+        {
+            "status": CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
+            "result": outcome.result if outcome.ok else None,
+            "duration_ms": outcome.duration_ms,
+            "finished_at": now,
+        },
+        {"idempotency_key": claim.step.idempotency_key, "attempt": claim.step.attempts},
     )
 
 
@@ -697,39 +797,47 @@ def _fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, no
     if error.get("retryable") and step.attempts < step.max_attempts:
         delay = backoff_seconds(step.attempts)
         step.schedule_retry(error=error, next_attempt_at=now + timedelta(seconds=delay), now=now)
-        step.save()
+        save_step(step, status_was=StepStatus.RUNNING)
         record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
-        _save_run(run)
+        save_run(run)
         _retry_on_commit(step.pk, delay)
         return
     step.fail(error=error, now=now)
-    step.save()
+    save_step(step, status_was=StepStatus.RUNNING)
     record_transition(actor, step, StepStatus.RUNNING, error=error)
     fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
 
 
-def _record_outcome(claim: _Claim, outcome: Outcome, actor: Actor) -> None:
+def _record_outcome(
+    claim: _Claim, outcome: Outcome, actor: Actor, *, claim_next: bool = False
+) -> _Claim | None:
+    """Record one attempt's outcome and advance the run (one transaction); with
+    ``claim_next``, claim the run's next step for ``actor`` if it can run at once."""
     with audited_atomic():
         run = lock_run(claim.step.run_id)
-        step = Step.objects.select_for_update().get(pk=claim.step.pk)
+        step = lock_step(claim.step.pk)
         now = timezone.now()
         _settle_ledger(claim, outcome, now)
-        StepAttempt.objects.filter(step=step, number=claim.step.attempts).update(
-            status=AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
-            finished_at=now,
-            duration_ms=outcome.duration_ms,
-            error=outcome.error,
+        rows.update_where(
+            StepAttempt,
+            {
+                "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
+                "finished_at": now,
+                "duration_ms": outcome.duration_ms,
+                "error": outcome.error,
+            },
+            {"step_id": step.pk, "number": claim.step.attempts},
         )
         if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
             # Cancelled, or recovered by the sweeper, while the tool ran: the attempt and any
             # effect are on record above, but this outcome no longer moves the step.
-            return
+            return None
         run.duration_ms += outcome.duration_ms
         if not outcome.ok:
             _fail_or_retry(run, step, outcome.error or {}, actor, now)
-            return
+            return None
         step.succeed(result=outcome.result, now=now)
-        step.save()
+        save_step(step, status_was=StepStatus.RUNNING)
         record_transition(
             actor,
             step,
@@ -741,15 +849,48 @@ def _record_outcome(claim: _Claim, outcome: Outcome, actor: Actor) -> None:
         run.state = agent_for(run.agent).checkpoint_state(
             run, index=step.index, tool=step.tool, result=outcome.result
         )
-        Checkpoint.objects.create(run=run, step=step, index=step.index, state=run.state)
-        _save_run(run)
-        advance_locked(run, actor)
+        rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
+        save_run(run)
+        return advance_locked(run, actor, claim=claim_next)
 
 
 def _retry_on_commit(step_id: int, delay: float) -> None:
     from runs.tasks import retry_step
 
     transaction.on_commit(lambda: retry_step.apply_async((step_id,), countdown=delay))
+
+
+def _record_with_retries(
+    claim: _Claim, outcome: Outcome, actor: Actor, *, claim_next: bool
+) -> _Claim | None:
+    # The outcome is known only in this process: losing it to a dropped database connection
+    # would leave the call's outcome unknown. Retry recording on a fresh connection.
+    for retry in range(RECORD_RETRIES + 1):
+        try:
+            return _record_outcome(claim, outcome, actor, claim_next=claim_next)
+        except (OperationalError, InterfaceError):
+            if retry == RECORD_RETRIES:
+                raise
+            logger.warning(
+                "lost the database connection recording step %s; retrying", claim.step.pk
+            )
+            connection.close()
+            time.sleep(0.5 * (retry + 1))
+    return None
+
+
+RECORD_RETRIES = 3
+
+
+def execute_claims(claim: _Claim | None, actor: Actor) -> None:
+    """Execute a claimed step, then each next step of its run that the recording transaction
+    claims for this worker, for up to ``AGENTOPS_CLAIM_NEXT_SECONDS`` seconds; a step queued
+    after that is sent through the broker, so one long run does not keep a worker from the
+    others."""
+    until = time.monotonic() + settings.AGENTOPS_CLAIM_NEXT_SECONDS
+    while claim is not None:
+        outcome = _outcome_of(claim, actor)
+        claim = _record_with_retries(claim, outcome, actor, claim_next=time.monotonic() < until)
 
 
 def step_execute(*, step_id: int, actor: Actor) -> None:
@@ -759,30 +900,13 @@ def step_execute(*, step_id: int, actor: Actor) -> None:
     its idempotency key opened as ``started``) is one transaction; the tool runs outside any
     transaction with the step's timeout; recording the outcome (succeeded with the verbatim
     result, a checkpoint and the next step queued; or waiting_retry with exponential backoff;
-    or failed, failing the run) is a second one. A step that is not queued (a duplicate
-    message, a cancelled run) is left alone. A key the ledger holds as succeeded returns its
-    recorded result without calling the tool; a non-idempotent call whose outcome is unknown is
-    not repeated (``outcome_unknown``).
+    or failed, failing the run) is a second one, which also claims the run's next step for
+    this worker when it can run at once (see ``execute_claims``). A step that is not queued
+    (a duplicate message, a cancelled run) is left alone. A key the ledger holds as succeeded
+    returns its recorded result without calling the tool; a non-idempotent call whose outcome
+    is unknown is not repeated (``outcome_unknown``).
     """
-    claim = _claim(step_id, actor)
-    if claim is None:
-        return
-    outcome = _outcome_of(claim, actor)
-    # The outcome is known only in this process: losing it to a dropped database connection
-    # would leave the call's outcome unknown. Retry recording on a fresh connection.
-    for retry in range(RECORD_RETRIES + 1):
-        try:
-            _record_outcome(claim, outcome, actor)
-            return
-        except (OperationalError, InterfaceError):
-            if retry == RECORD_RETRIES:
-                raise
-            logger.warning("lost the database connection recording step %s; retrying", step_id)
-            connection.close()
-            time.sleep(0.5 * (retry + 1))
-
-
-RECORD_RETRIES = 3
+    execute_claims(_claim(step_id, actor), actor)
 
 
 def step_recover_lost(*, step_id: int, actor: Actor) -> bool:
@@ -797,7 +921,7 @@ def step_recover_lost(*, step_id: int, actor: Actor) -> bool:
         run = lock_run_of_step(step_id)
         if run is None:
             return False
-        step = Step.objects.select_for_update().get(pk=step_id)
+        step = lock_step(step_id)
         now = timezone.now()
         if step.status != StepStatus.RUNNING or (
             step.lease_expires_at and step.lease_expires_at > now
@@ -842,13 +966,13 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
         run = lock_run_of_step(step_id)
         if run is None:
             return False
-        step = Step.objects.select_for_update().get(pk=step_id)
+        step = lock_step(step_id)
         if step.status != StepStatus.WAITING_RETRY or run.status != RunStatus.RUNNING:
             return False
         if step.next_attempt_at and step.next_attempt_at > timezone.now() + timedelta(seconds=1):
             return False
         step.enqueue()
-        step.save()
+        save_step(step, status_was=StepStatus.WAITING_RETRY)
         record_transition(actor, step, StepStatus.WAITING_RETRY)
     return True
 

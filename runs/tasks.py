@@ -25,8 +25,8 @@ class DatabaseTask(Task):
 
 @shared_task(name="runs.advance_run", base=DatabaseTask)
 def advance_run(run_id: str) -> None:
-    """Start or move on the run ``run_id`` (UUID text)."""
-    services.run_advance(run_id=run_id, actor=Actor.worker())
+    """Start or move on the run ``run_id`` (UUID text), executing the step it queues."""
+    services.run_advance(run_id=run_id, actor=Actor.worker(), execute=True)
 
 
 @shared_task(name="runs.execute_step", base=DatabaseTask)

@@ -1,0 +1,78 @@
+"""The executor's plain-SQL rows read and write exactly what the ORM would."""
+
+import uuid
+from datetime import datetime
+
+import pytest
+from django.db import transaction
+from django_fsm import ConcurrentTransition
+
+from agentops import rows
+from audit.actors import Actor
+from runs.models import Checkpoint, Run, Step, StepStatus
+from runs.services import run_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+    with django_capture_on_commit_callbacks(execute=False):
+        return run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="rows",
+            steps=[{"tool": "echo", "args": {"value": {"nested": [1, "two"]}}}] * 2,
+        )
+
+
+def test_a_selected_row_equals_the_orm_instance(run):
+    step = run.steps.order_by("index").first()
+    (loaded,) = rows.select(Step, "id = %s", [step.pk])
+    for field in Step._meta.concrete_fields:
+        assert getattr(loaded, field.attname) == getattr(step, field.attname), field.name
+    assert loaded.args == {"value": {"nested": [1, "two"]}}
+    assert isinstance(loaded.run_id, uuid.UUID)
+    assert isinstance(loaded.created_at, datetime)
+    assert loaded.created_at.tzinfo is not None
+
+
+def test_select_orders_limits_and_finds_nothing_without_error(run):
+    found = rows.select(Step, "run_id = %s", [run.pk], order_by='"index" DESC', limit=1)
+    assert [s.index for s in found] == [1]
+    assert rows.get(Run, uuid.uuid4()) is None
+
+
+def test_update_writes_the_named_fields_and_updated_at_only(run):
+    step = rows.get(Step, run.steps.first().pk)
+    before = step.updated_at
+    step.enqueue()
+    step.rationale = "not written"
+    with transaction.atomic():
+        rows.update(step, ["status", "next_attempt_at"], guard={"status": StepStatus.PENDING})
+    stored = Step.objects.get(pk=step.pk)
+    assert stored.status == StepStatus.QUEUED
+    assert stored.rationale == ""
+    assert stored.updated_at > before
+    # The instance's concurrency record follows the row: an ORM save is guarded by "queued".
+    step.save()
+
+
+def test_update_refuses_a_row_changed_since_it_was_read(run):
+    step = rows.get(Step, run.steps.first().pk)
+    Step.objects.filter(pk=step.pk).update(status=StepStatus.SKIPPED)
+    step.enqueue()
+    with pytest.raises(ConcurrentTransition):
+        rows.update(step, ["status"], guard={"status": StepStatus.PENDING})
+    assert Step.objects.get(pk=step.pk).status == StepStatus.SKIPPED
+
+
+def test_insert_sets_keys_and_creation_times_in_order(run):
+    steps = list(run.steps.order_by("index"))
+    checkpoints = [
+        Checkpoint(run=run, step=s, index=s.index, state={"after": s.index}) for s in steps
+    ]
+    rows.insert(checkpoints)
+    assert all(c.pk is not None and c.created_at is not None for c in checkpoints)
+    stored = {c.pk: c.state for c in Checkpoint.objects.filter(run=run)}
+    assert [stored[c.pk] for c in checkpoints] == [{"after": 0}, {"after": 1}]
