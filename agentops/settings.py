@@ -74,16 +74,26 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'agentops.sqlite3'}")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-    "DATABASE_PREPARED_STATEMENTS", True
-):
-    # Server-side parameter binding lets psycopg prepare a statement on its fifth use on a
-    # connection and then skip PostgreSQL's parse and plan (about a third of a small
-    # statement's time here). Turn off behind a transaction-mode pooler that cannot keep
-    # prepared statements (PgBouncer before 1.21).
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        server_side_binding=True, prepare_threshold=5
-    )
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    _db_options = DATABASES["default"].setdefault("OPTIONS", {})
+    if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+        # Server-side parameter binding lets psycopg prepare a statement on its fifth use on a
+        # connection and then skip PostgreSQL's parse and plan (about a third of a small
+        # statement's time here). Turn off behind a transaction-mode pooler that cannot keep
+        # prepared statements (PgBouncer before 1.21).
+        _db_options.update(server_side_binding=True, prepare_threshold=5)
+    if env_bool("AGENTOPS_DB_POOL", False):
+        # Under ASGI each request runs in a thread of its own, so persistent connections pile
+        # up, one per finished thread, until garbage collection; Django's documentation says
+        # to turn them off under ASGI and use the backend's pool (psycopg_pool) instead.
+        # agentops/asgi.py turns this on for the web process; workers and commands keep one
+        # persistent connection each (CONN_MAX_AGE) and start no pool threads before forking.
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        _db_options["pool"] = {
+            "min_size": 2,
+            "max_size": env_int("AGENTOPS_DB_POOL_SIZE", 20, minimum=1),
+            "timeout": 10,
+        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Tests create many users; a deliberately slow password hash would dominate their time.

@@ -69,15 +69,21 @@ class OwnTransactions:
         return self.autocommit + self.blocks
 
 
-def create_runs(count: int, steps: int, own: OwnTransactions | None = None) -> list[str]:
-    """Create ``count`` plan runs of ``steps`` no-op steps; returns their ids (UUID text)."""
+def create_runs(
+    count: int,
+    steps: int,
+    own: OwnTransactions | None = None,
+    step: dict[str, Any] = STEP,
+) -> list[str]:
+    """Create ``count`` plan runs of ``steps`` no-op steps (``step``, an echo by default);
+    returns their ids (UUID text)."""
     from audit.actors import Actor
     from runs.services import run_create
 
     actor = Actor.system("bench")
     ids = []
     for i in range(count):
-        run = run_create(actor=actor, agent="plan", goal=f"bench {i}", steps=[STEP] * steps)
+        run = run_create(actor=actor, agent="plan", goal=f"bench {i}", steps=[step] * steps)
         ids.append(str(run.pk))
         if own is not None:
             own.blocks += 1

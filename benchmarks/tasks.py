@@ -1,4 +1,5 @@
-"""The bare Celery baseline's task, and the benchmarks' own Celery queue.
+"""The bare Celery baseline's task, the dispatch benchmark's clock tool, and the benchmarks' own
+Celery queue.
 
 Workers started by ``benchmarks/run.py`` load this module (``celery -A agentops worker -I
 benchmarks.tasks -Q <queue>``) and so does the benchmark process. When
@@ -18,6 +19,7 @@ from celery import shared_task
 from django.conf import settings
 
 from agentops.celery import app
+from runs.tools import ToolContext, register
 
 QUEUE_ENV = "AGENTOPS_BENCH_QUEUE"
 
@@ -46,3 +48,13 @@ def noop(key: str, link: int, links: int, sent_at: float, record: bool) -> None:
         noop.delay(key, link + 1, links, time.time(), record)
     else:
         results().rpush(f"{key}:done", time.time())
+
+
+@register(
+    "bench_clock",
+    description="Benchmark no-op: returns the wall-clock time (epoch seconds) it was called at.",
+)
+def bench_clock(args: dict[str, object], ctx: ToolContext) -> float:
+    """The time this step's tool call started, so the dispatch benchmark can measure from the
+    previous step's commit to the moment the next tool really runs."""
+    return time.time()

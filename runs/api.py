@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
@@ -21,7 +21,7 @@ from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPaginati
 from audit.selectors import event_list
 from runs import selectors, services
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import AgentKind, Run, RunStatus, Step
+from runs.models import AgentKind, Run, RunStatus
 from runs.serializers import (
     CancelRunSerializer,
     CreateRunSerializer,
@@ -89,11 +89,8 @@ class RunViewSet(viewsets.GenericViewSet):
     serializer_class = RunSerializer
 
     def get_queryset(self) -> QuerySet[Run]:
-        """The runs list: requester joined and step summaries in one more query per page."""
-        summaries = Step.objects.only("id", "run", "index", "tool", "risk", "status")
-        return selectors.run_list().prefetch_related(
-            Prefetch("steps", queryset=summaries.order_by("index"))
-        )
+        """The runs list, requester joined (step summaries: see ``list``)."""
+        return selectors.run_list()
 
     def get_serializer_class(self) -> type[RunSerializer | RunListSerializer]:
         return RunListSerializer if self.action == "list" else RunSerializer
@@ -103,8 +100,10 @@ class RunViewSet(viewsets.GenericViewSet):
 
     def list(self, request: Request) -> Response:
         """Runs newest first, filtered by ``?status=`` and ``?agent=``; ``?cursor=`` pages."""
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(RunListSerializer(page, many=True).data)
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset())) or []
+        summaries = selectors.step_summaries(run_ids=[run.pk for run in page])
+        data = RunListSerializer(page, many=True, context={"step_summaries": summaries}).data
+        return self.get_paginated_response(data)
 
     def retrieve(self, request: Request, pk: uuid.UUID) -> Response:
         """One run with its conversation, state and every step (approval, attempts)."""

@@ -48,6 +48,23 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
+STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status")
+
+
+def step_summaries(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[dict[str, object]]]:
+    """The steps of each of ``run_ids`` as ``{"id", "index", "tool", "risk", "status"}`` dicts
+    in index order, in one query (plain values: a page of runs can hold thousands of steps)."""
+    found: dict[uuid.UUID, list[dict[str, object]]] = {}
+    rows = (
+        Step.objects.filter(run_id__in=run_ids)
+        .order_by("run_id", "index")
+        .values_list("run_id", *STEP_SUMMARY_FIELDS)
+    )
+    for run_id, *values in rows:
+        found.setdefault(run_id, []).append(dict(zip(STEP_SUMMARY_FIELDS, values, strict=True)))
+    return found
+
+
 def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
     """(steps in all, steps succeeded) of each of ``run_ids``, in one query."""
     rows = (

@@ -16,6 +16,7 @@ from rest_framework import serializers
 from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
 from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.tools import Tool
 
 
@@ -84,11 +85,11 @@ class StepSerializer(serializers.ModelSerializer[Step]):
 
 
 class StepSummarySerializer(serializers.ModelSerializer[Step]):
-    """The few step fields the runs list shows."""
+    """The few step fields the runs list shows (``runs.selectors.STEP_SUMMARY_FIELDS``)."""
 
     class Meta:
         model = Step
-        fields = ["id", "index", "tool", "risk", "status"]
+        fields = list(STEP_SUMMARY_FIELDS)
         read_only_fields = fields
 
 
@@ -133,15 +134,22 @@ class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
 class RunListSerializer(_RunFieldsSerializer):
     """A run in the runs list: no conversation or state, and ``steps`` as short summaries.
 
-    Usage totals: ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms in tools).
+    Expects the page's ``step_summaries`` (``runs.selectors.step_summaries``, already plain
+    values: a page may hold thousands of steps) in the context. Usage totals: ``usage_tokens``
+    (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms in tools).
     """
 
-    steps = StepSummarySerializer(many=True, read_only=True)
+    steps = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = [*_RUN_FIELDS, "steps"]
         read_only_fields = fields
+
+    @extend_schema_field(StepSummarySerializer(many=True))
+    def get_steps(self, run: Run) -> list[dict[str, Any]]:
+        summaries: dict[Any, list[dict[str, Any]]] = self.context["step_summaries"]
+        return summaries.get(run.pk, [])
 
 
 class RunSerializer(_RunFieldsSerializer):
