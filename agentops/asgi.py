@@ -5,8 +5,6 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
-# A request runs in a thread of its own: connections come from a pool (see settings).
-os.environ.setdefault("AGENTOPS_DB_POOL", "1")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -83,11 +83,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # prepared statements (PgBouncer before 1.21).
         _db_options.update(server_side_binding=True, prepare_threshold=5)
     if env_bool("AGENTOPS_DB_POOL", False):
-        # Under ASGI each request runs in a thread of its own, so persistent connections pile
-        # up, one per finished thread, until garbage collection; Django's documentation says
-        # to turn them off under ASGI and use the backend's pool (psycopg_pool) instead.
-        # agentops/asgi.py turns this on for the web process; workers and commands keep one
-        # persistent connection each (CONN_MAX_AGE) and start no pool threads before forking.
+        # For web processes. Under ASGI each request runs in a thread of its own, so persistent
+        # connections pile up, one per finished thread, until garbage collection; Django's
+        # documentation says to turn them off under ASGI and use the backend's pool
+        # (psycopg_pool) instead. Celery workers keep one persistent connection each
+        # (CONN_MAX_AGE): a pool opened before the prefork pool forks would not survive it.
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         _db_options["pool"] = {
             "min_size": 2,

@@ -138,9 +138,7 @@ def _idle_client_runs(count: int, operator: Any) -> list[str]:
     from runs.services import run_create
 
     actor = Actor.for_user(operator, via_api=True)
-    ids = [
-        str(run_create(actor=actor, agent="client", goal=f"live {i}").pk) for i in range(count)
-    ]
+    ids = [str(run_create(actor=actor, agent="client", goal=f"live {i}").pk) for i in range(count)]
     wait_runs(ids, "running", timeout=60 + count)
     return ids
 

@@ -414,7 +414,8 @@ class Bench:
             str(self.daphne_port),
             "agentops.asgi:application",
         ]
-        self.daphne = Process(cmd, self.env(), self.logs / "daphne.log")
+        env = {**self.env(), "AGENTOPS_DB_POOL": "1"}  # as web processes run (scripts/start)
+        self.daphne = Process(cmd, env, self.logs / "daphne.log")
 
         def accepts() -> bool:
             try:
@@ -446,8 +447,11 @@ class Bench:
         with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
 
             def idle() -> bool:
+                # Client connections only: an autovacuum worker may stay on the database a while.
                 row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database]
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = %s AND backend_type = 'client backend'",
+                    [self.database],
                 ).fetchone()
                 return row is not None and row[0] == 0
 

@@ -112,12 +112,12 @@ class ChildProcess:
     """A process of the project started on the test database, in its own process group so
     that stopping it also stops what it forked (Celery's pool processes)."""
 
-    def __init__(self, cmd: list[str], log: Path):
+    def __init__(self, cmd: list[str], log: Path, **env: str):
         self.log = log
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
-            env=_child_env(),
+            env={**_child_env(), **env},
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -200,6 +200,7 @@ class AsgiServer(ChildProcess):
                 "agentops.asgi:application",
             ],
             log,
+            AGENTOPS_DB_POOL="1",  # as web processes run (scripts/start)
         )
         self.wait_until(self._accepts, "daphne")
 
