@@ -7,9 +7,10 @@ through the services, so they have audit events and approval requests).
 
 Latency: an open-loop generator (asyncio + aiohttp in this process) starts request i at
 ``i / rate`` seconds, whatever the responses, and measures each from its scheduled start to
-the end of its response, against one daphne process (no workers: the created runs stay queued).
-Phases of ``seconds`` each: ``POST /api/v1/runs/`` (one echo step, token auth) at
-``create_rate``; ``GET /api/v1/runs/`` (token, 50 a page), the run page ``/runs/<id>/`` of a
+the end of its response, against the daphne processes (``--web-processes``, one per core by
+default; no workers: the created runs stay queued). Phases of ``seconds`` each:
+``POST /api/v1/runs/`` (one echo step, token auth) at ``create_rate`` and again at
+``read_rate``; ``GET /api/v1/runs/`` (token, 50 a page), the run page ``/runs/<id>/`` of a
 random 50-step run and the approvals inbox ``/approvals/`` (session cookie) at ``read_rate``.
 Baseline: ``GET /api/v1/tools/`` (token auth, no database work past authentication) at the same
 rate, in the same repetition. A request that fails (not 2xx, or no answer in 30 s) counts as
@@ -63,6 +64,7 @@ SIZES = {
 
 _PAGES = {
     "create": ("create-run", (Target("<=", 50),)),
+    "create_at_read_rate": ("create-run at the read rate", ()),
     "list": ("runs list API", (Target("<=", 100),)),
     "page": ("run page", (Target("<=", 100),)),
     "inbox": ("approvals inbox", (Target("<=", 100),)),
@@ -224,6 +226,8 @@ async def _phases(
         "create": (size.create_rate,
                    lambda s, i: s.post("/api/v1/runs/", json=CREATE_BODY, headers=token)),
         "tools_create": (size.create_rate, lambda s, i: s.get("/api/v1/tools/", headers=token)),
+        "create_at_read_rate": (size.read_rate,
+                   lambda s, i: s.post("/api/v1/runs/", json=CREATE_BODY, headers=token)),
         "list": (size.read_rate, lambda s, i: s.get("/api/v1/runs/", headers=token)),
         "page": (size.read_rate,
                  lambda s, i: s.get(f"/runs/{fx.run_ids[i % len(fx.run_ids)]}/", headers=operator)),
@@ -246,14 +250,11 @@ def run(bench: Bench) -> Iterator[Sample]:
     for _ in range(bench.repeat):
         results, lost = asyncio.run(_phases(bench, size, fx))
         for page in _PAGES:
-            base = results["tools_create" if page == "create" else "tools_read"]
+            baseline = "tools_create" if page == "create" else "tools_read"
+            base = results[baseline]
             for q in (50, 95, 99):
                 yield Sample(f"{page}_p{q}", percentile(results[page], q), percentile(base, q))
-            yield Sample(
-                f"{page}_lost",
-                lost[page],
-                lost["tools_create" if page == "create" else "tools_read"],
-            )
+            yield Sample(f"{page}_lost", lost[page], lost[baseline])
         for page in ("list", "page", "inbox"):
             yield Sample(f"queries_{page}", fx.queries[page])
             yield Sample(f"growth_{page}", fx.queries[page] - fx.queries[f"{page}_small"])

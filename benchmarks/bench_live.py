@@ -2,20 +2,20 @@
 
 ``clients`` WebSocket clients (aiohttp, in this process) follow the timelines of ``runs`` runs,
 ``clients / runs`` clients on each run's stream ``/ws/runs/<id>/`` (operators watching runs),
-through one daphne process, with an operator's API token. The runs are client runs, created
-and started (idle, waiting for their client) before the clients connect; then, one run every
-``interval`` seconds, this process appends an ``echo`` step to a run and completes it, as a
-client app would, and two workers execute them: six audit events a run (step created, queued,
-running, succeeded; run completed by its client, succeeded). A latency is the client's
-receive time - the event's ``created_at`` (same clock; ``created_at`` is taken inside the
-transaction, before its commit, so the figure slightly overstates commit → receive). Once the
-runs succeeded, every client should have received every event of its run committed after it
-connected: each one still missing once no client has received anything for
-``STALL_SECONDS`` counts as lost (channels-redis keeps at most ``capacity``, 100, undelivered
-messages per consumer and drops the oldest beyond that, so a consumer that falls behind loses
-messages). The baseline sends as many messages of the same shape straight to each run's
-channel-layer group from this process, on the same schedule, and measures send → receive
-the same way.
+through the daphne processes (``--web-processes``), with an operator's API token. The runs
+are client runs, created and started (idle, waiting for their client) before the clients
+connect; then, one run every ``interval`` seconds, this process appends an ``echo`` step to a
+run and completes it, as a client app would, and two workers execute them: six audit events a
+run (step created, queued, running, succeeded; run completed by its client, succeeded). A
+latency is the client's receive time - the event's ``created_at`` (same clock; ``created_at``
+is taken inside the transaction, before its commit, so the figure slightly overstates commit
+→ receive). Once the runs succeeded, every client should have received every event of its run
+committed after it connected: each one still missing once no client has received anything
+for ``STALL_SECONDS`` counts as lost (channels-redis keeps at most ``capacity``, 100,
+undelivered messages per consumer and drops the oldest beyond that, so a consumer that falls
+behind loses messages). The baseline sends as many messages of the same shape straight to
+each run's channel-layer group from this process, on the same schedule, and measures send →
+receive the same way.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ with the baseline measured in the same repetition.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -18,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,18 +246,13 @@ def recreate_database(server: str, name: str) -> None:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(ident, ident))
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Process:
     """A process of the project, in its own process group so that stopping it also stops what
     it forked (Celery's pool processes); output goes to ``log``."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], log: Path):
+    def __init__(
+        self, cmd: list[str], env: dict[str, str], log: Path, pass_fds: tuple[int, ...] = ()
+    ):
         self.log = log
         self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter and arguments)
             cmd,
@@ -264,6 +261,7 @@ class Process:
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
 
     def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
@@ -304,10 +302,12 @@ class Bench:
     repeat: int
     logs: Path
     seed: int = 1
+    web_processes: int = 2
     shared: dict[str, list[float]] = field(default_factory=dict)
     workers: list[Process] = field(default_factory=list)
-    daphne: Process | None = None
+    daphne: list[Process] = field(default_factory=list)
     daphne_port: int = 0
+    listener: socket.socket | None = None
 
     @property
     def database_url(self) -> str:
@@ -400,36 +400,36 @@ class Bench:
         return f"http://127.0.0.1:{self.daphne_port}"
 
     def start_daphne(self) -> None:
-        """Serve the project with one daphne process (HTTP and WebSocket) on a free port."""
-        if self.daphne is not None:
+        """Serve the project (HTTP and WebSocket) with ``web_processes`` daphne processes
+        sharing one listening socket on a free port (``daphne --fd``), so that the kernel
+        spreads connections over them: one Python process can use one core only."""
+        if self.daphne:
             return
-        self.daphne_port = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.daphne_port),
-            "agentops.asgi:application",
-        ]
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.daphne_port = int(self.listener.getsockname()[1])
+        fd = self.listener.fileno()
+        cmd = [sys.executable, "-m", "daphne", "--fd", str(fd), "agentops.asgi:application"]
         env = {**self.env(), "AGENTOPS_DB_POOL": "1"}  # as web processes run (scripts/start)
-        self.daphne = Process(cmd, env, self.logs / "daphne.log")
+        for i in range(self.web_processes):
+            self.daphne.append(Process(cmd, env, self.logs / f"daphne-{i}.log", pass_fds=(fd,)))
 
-        def accepts() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", self.daphne_port), timeout=1).close()
-            except OSError:
-                return False
-            return True
+        def serving(process: Process) -> bool:
+            # Ask the shared socket until this process has answered a request (its access log
+            # shows one): the kernel hands each connection to one of the accepting processes.
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"{self.http_url}/accounts/login/", timeout=2).close()  # noqa: S310 (our own server)
+            return '"GET /accounts/login/" 200' in process.log.read_text()
 
-        self.daphne.wait_until(accepts, "daphne")
+        for process in self.daphne:
+            process.wait_until(functools.partial(serving, process), "daphne")
 
     def stop_daphne(self) -> None:
-        if self.daphne is not None:
-            self.daphne.stop()
-            self.daphne = None
+        for process in self.daphne:
+            process.stop()
+        self.daphne = []
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
 
     def stop_all(self) -> None:
         self.stop_workers()

@@ -46,6 +46,12 @@ def _parse() -> argparse.Namespace:
         "--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--web-processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="daphne processes sharing the web socket (default: one per core)",
+    )
     parser.add_argument("--logs", type=Path, default=None, help="process logs (default: a tmp dir)")
     return parser.parse_args()
 
@@ -67,6 +73,7 @@ def main() -> int:
         repeat=args.repeat or (1 if args.size == "tiny" else 3),
         logs=logs,
         seed=args.seed,
+        web_processes=args.web_processes,
     )
     started = time.monotonic()
     recreate_database(bench.server, bench.database)
