@@ -1068,17 +1068,24 @@ def sweep(*, actor: Actor) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------------
 # Retention
 
-# Runs handled per chunk, and tables cleared per batch of steps, child tables first.
+# Runs handled per chunk.
 _RETENTION_RUN_CHUNK = 500
-_STEP_CHILD_DELETES = [
-    "DELETE FROM approvals_approvaldecision WHERE approval_id IN "
-    "(SELECT id FROM approvals_approvalrequest WHERE step_id = ANY(%s))",
-    "DELETE FROM approvals_approvalrequest WHERE step_id = ANY(%s)",
-    "DELETE FROM runs_checkpoint WHERE step_id = ANY(%s)",
-    "DELETE FROM runs_stepattempt WHERE step_id = ANY(%s)",
-    "DELETE FROM runs_toolcall WHERE step_id = ANY(%s)",
-    "DELETE FROM runs_step WHERE id = ANY(%s)",
-]
+# One batch of steps and every row hanging off them, in one statement (one round trip): the
+# statements of a WITH share a snapshot, and Django's foreign keys are checked at commit
+# (DEFERRABLE INITIALLY DEFERRED), so children and parents may go together.
+_DELETE_STEP_BATCH = """
+WITH batch AS (SELECT id FROM runs_step WHERE run_id = ANY(%s) LIMIT %s),
+approvals AS (
+    DELETE FROM approvals_approvalrequest WHERE step_id IN (SELECT id FROM batch) RETURNING id
+),
+decisions AS (
+    DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM approvals)
+),
+checkpoints AS (DELETE FROM runs_checkpoint WHERE step_id IN (SELECT id FROM batch)),
+attempts AS (DELETE FROM runs_stepattempt WHERE step_id IN (SELECT id FROM batch)),
+calls AS (DELETE FROM runs_toolcall WHERE step_id IN (SELECT id FROM batch))
+DELETE FROM runs_step WHERE id IN (SELECT id FROM batch)
+"""
 
 
 @dataclass
@@ -1117,14 +1124,11 @@ def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionRep
     while True:
         started = time.monotonic()
         with transaction.atomic(), connection.cursor() as cursor:
-            step_ids = list(
-                Step.objects.filter(run_id__in=run_ids).values_list("id", flat=True)[:batch_size]
-            )
-            for sql in _STEP_CHILD_DELETES:
-                cursor.execute(sql, [step_ids])
+            cursor.execute(_DELETE_STEP_BATCH, [run_ids, batch_size])
+            deleted = cursor.rowcount
         _timed_batch(report, started)
-        report.steps += len(step_ids)
-        if len(step_ids) < batch_size:
+        report.steps += deleted
+        if deleted < batch_size:
             break
     started = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
