@@ -7,10 +7,13 @@ outcome after.
 from __future__ import annotations
 
 import json
+import os
+import queue
 import random
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +69,60 @@ def backoff_seconds(attempt: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+Job = tuple[Callable[[], None], threading.Event]
+
+
+class _ToolThread:
+    """The daemon thread tools called from a process's main thread run in (a Celery worker
+    runs tasks there), reused from call to call: starting a thread per call cost about a tenth
+    of a no-op step. A tool that overruns its timeout keeps its thread, which exits once the
+    tool returns, and the next call gets a new one. Calls from other threads (eager tasks in a
+    web process's request threads) get a thread of their own that exits after the call."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Job | None] | None = None
+        self._pid = 0
+
+    @staticmethod
+    def _start() -> queue.SimpleQueue[Job | None]:
+        jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        threading.Thread(target=_ToolThread._serve, args=(jobs,), name="tool", daemon=True).start()
+        return jobs
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[Job | None]) -> None:
+        while (job := jobs.get()) is not None:
+            fn, done = job
+            try:
+                fn()
+            finally:
+                done.set()
+
+    def run(self, fn: Callable[[], None], timeout: float) -> bool:
+        """Run ``fn`` in a tool thread; False when it did not return within ``timeout`` s."""
+        reuse = threading.current_thread() is threading.main_thread()
+        if not reuse:
+            jobs = self._start()
+        elif self._jobs is None or self._pid != os.getpid():  # first call, or a forked child
+            jobs = self._jobs = self._start()
+            self._pid = os.getpid()
+        else:
+            jobs = self._jobs
+        done = threading.Event()
+        jobs.put((fn, done))
+        if not reuse:
+            jobs.put(None)
+        if done.wait(timeout):
+            return True
+        if reuse:
+            jobs.put(None)
+            self._jobs = None
+        return False
+
+
+_tool_thread = _ToolThread()
+
+
 def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
     """Call ``tool`` with ``args`` and wait at most ``ctx.timeout_seconds`` seconds.
 
@@ -90,11 +147,9 @@ def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
             # Connections are per thread: one the tool (or its heartbeat) opened dies here.
             connections.close_all()
 
-    thread = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
-    thread.start()
-    thread.join(ctx.timeout_seconds)
+    finished = _tool_thread.run(target, ctx.timeout_seconds)
     duration_ms = int((time.monotonic() - started) * 1000)
-    if thread.is_alive():
+    if not finished:
         error = structured_error(
             "timeout",
             f"{tool.name} did not return within {ctx.timeout_seconds} s",

@@ -55,3 +55,8 @@ def send(args: dict[str, Any], ctx: ToolContext) -> int:
 )
 def send_crash(args: dict[str, Any], ctx: ToolContext) -> int:
     raise RuntimeError("connection reset after the request was sent")
+
+
+@register("test_thread_id", description="Returns the id of the thread it runs in (tests only).")
+def thread_id(args: dict[str, Any], ctx: ToolContext) -> int:
+    return threading.get_ident()
