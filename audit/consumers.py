@@ -91,7 +91,7 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(CLOSE_NOT_FOUND)
             return
         # Join the group before reading the database: an event committed between the two is
-        # then both replayed and delivered live (the duplicate is dropped in `audit_event`),
+        # then both replayed and delivered live (the duplicate is dropped in `audit_events`),
         # whereas reading first could miss it entirely. Accepting only after joining means a
         # client that sees the connection open is already subscribed.
         self.stream = stream
@@ -110,12 +110,12 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
         if self.stream is not None:
             await self.channel_layer.group_discard(self.stream.group, self.channel_name)
 
-    async def audit_event(self, message: dict[str, Any]) -> None:
-        """Forward one live event from the channel layer (``{"type": "audit.event", ...}``)."""
-        event = message["event"]
-        if event["id"] in self.replayed:
-            return
-        await self.send_json({"type": "event", "event": event})
+    async def audit_events(self, message: dict[str, Any]) -> None:
+        """Forward the live events of one committed transaction, in order, from the channel
+        layer (``{"type": "audit.events", "events": [...]}``, see ``audit.live``)."""
+        for event in message["events"]:
+            if event["id"] not in self.replayed:
+                await self.send_json({"type": "event", "event": event})
 
     def _after(self) -> int | None:
         """The ``after`` query parameter, None when absent; ValueError when not an int >= 0."""

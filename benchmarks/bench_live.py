@@ -13,9 +13,9 @@ is taken inside the transaction, before its commit, so the figure slightly overs
 committed after it connected: each one still missing once no client has received anything
 for ``STALL_SECONDS`` counts as lost (channels-redis keeps at most ``capacity``, 100,
 undelivered messages per consumer and drops the oldest beyond that, so a consumer that falls
-behind loses messages). The baseline sends as many messages of the same shape straight to
-each run's channel-layer group from this process, on the same schedule, and measures send →
-receive the same way.
+behind loses messages). The baseline sends as many events straight to each run's channel-layer
+group from this process, on the same schedule, one message per event (the app sends one per
+transaction), and measures send → receive the same way.
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ async def _baseline_phase(
             ping = -time.time_ns()
             expected[run_id].add(ping)
             event = {"id": ping, "verb": PING_VERB, "created_at": datetime.now(UTC).isoformat()}
-            await layer.group_send(run_group(run_id), {"type": "audit.event", "event": event})
+            message = {"type": "audit.events", "events": [event]}
+            await layer.group_send(run_group(run_id), message)
     await _settle(clients, expected)
     return _tally(clients, expected)
 
