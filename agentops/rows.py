@@ -17,6 +17,7 @@ names a guard (the status or version the row was read with, like django-fsm's
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -44,7 +45,7 @@ class _Table:
     name: str
     columns: str
     attnames: list[str]
-    converters: list[tuple[int, list[Converter]]]
+    converters: list[tuple[int, Any, list[Converter]]]
     auto_now: list[str]
     fields: dict[str, Field[Any, Any]]
 
@@ -59,7 +60,7 @@ def _table(model: type[Model]) -> _Table:
         col = field.get_col(meta.db_table)
         found = db.ops.get_db_converters(col) + field.get_db_converters(db)
         if found:
-            converters.append((i, found))
+            converters.append((i, col, found))
     fields: dict[str, Field[Any, Any]] = {"pk": meta.pk}
     for field in concrete:
         fields[field.name] = fields[field.attname] = field
@@ -82,12 +83,15 @@ def select(
     order_by: str = "",
     limit: int | None = None,
 ) -> list[M]:
-    """Instances of ``model`` whose rows match the SQL condition ``where`` (``%s`` parameters).
+    """Instances of ``model`` whose rows match the SQL condition ``where`` (``%s`` parameters;
+    UUIDs are passed as the database stores them).
 
     ``lock`` adds ``FOR UPDATE`` (where the database has it): the rows stay locked until the
     transaction ends. ``order_by`` is an SQL ordering, ``limit`` a row count.
     """
     db = _db()
+    if not db.features.has_native_uuid_field:
+        params = [p.hex if isinstance(p, uuid.UUID) else p for p in params]
     table = _table(model)
     sql = f"SELECT {table.columns} FROM {table.name} WHERE {where}"  # noqa: S608 (no user input)
     if order_by:
@@ -102,16 +106,22 @@ def select(
     objs = []
     for row in found:
         values = list(row)
-        for i, converters in table.converters:
+        for i, col, converters in table.converters:
             for convert in converters:
-                values[i] = convert(values[i], None, db)
+                values[i] = convert(values[i], col, db)
         objs.append(model.from_db(db.alias, table.attnames, values))
     return objs
 
 
 def get(model: type[M], pk: Any, *, lock: bool = False) -> M | None:
-    """The instance of ``model`` with primary key ``pk`` (locked with ``lock``), or None."""
-    found = select(model, f"{model._meta.pk.column} = %s", [pk], lock=lock)
+    """The instance of ``model`` with primary key ``pk`` (locked with ``lock``), or None.
+
+    Raises:
+        django.core.exceptions.ValidationError: ``pk`` is not a valid key (e.g. not a UUID).
+    """
+    field = model._meta.pk
+    key = field.get_db_prep_value(field.to_python(pk), _db())
+    found = select(model, f"{field.column} = %s", [key], lock=lock)
     return found[0] if found else None
 
 
