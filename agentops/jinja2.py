@@ -92,7 +92,10 @@ def linebreaksbr(eval_ctx: EvalContext, value: Any) -> str:
 
 def pretty_json(value: Any) -> str:
     """``value`` as indented JSON (non-ASCII kept), for a ``<pre>`` block."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    if not isinstance(value, dict | list | tuple):
+        # Indentation changes nothing in a scalar, and without it json uses its C encoder.
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def duration(ms: int | None) -> str:
