@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from agentops.env import env_bool, env_int, env_list, env_str
 
@@ -164,6 +165,20 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # by Django's own rule (errors or CONN_MAX_AGE) after each task: see agentops/celery.py.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 10_000, minimum=1)
 CELERY_TIMEZONE = "UTC"
+# Recovery and retention have a queue of their own, which every worker consumes besides the
+# default one (a worker started without -Q consumes every queue below; Celery's Redis transport
+# takes from them in turn): the sweeper must not wait behind a backlog of steps, which a
+# worker claiming a run's next steps itself (AGENTOPS_CLAIM_NEXT_SECONDS) drains more slowly.
+MAINTENANCE_QUEUE = "agentops.maintenance"
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (
+    Queue("celery", routing_key="celery"),
+    Queue(MAINTENANCE_QUEUE, routing_key=MAINTENANCE_QUEUE),
+)
+CELERY_TASK_ROUTES = {
+    "runs.sweep": {"queue": MAINTENANCE_QUEUE},
+    "runs.retention_purge": {"queue": MAINTENANCE_QUEUE},
+}
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
