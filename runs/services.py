@@ -2,8 +2,11 @@
 
 Each public function is one transaction that locks what it changes, calls FSM transitions,
 saves, writes one audit event per transition and registers work for after the commit
-(enqueueing Celery tasks; live events go out through ``audit_record``). Nothing outside the
-database happens inside a transaction: tools run between two transactions in ``step_execute``.
+(enqueueing Celery tasks; live events go out through ``audit_record``); the executor's
+(``step_execute``, ``run_advance(execute=True)``) are a chain of them, with each tool called
+between two: nothing outside the database happens inside a transaction. Rows the executor
+reads and writes on every step go through ``agentops.rows`` (plain SQL), the rest through the
+ORM.
 
 Lock order, everywhere, to rule out deadlocks: the run row, then its step rows, then the
 approval row, then the audit chain's advisory lock (taken inside ``audit_record``).
