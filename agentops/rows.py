@@ -113,16 +113,19 @@ def select(
     return objs
 
 
-def get(model: type[M], pk: Any, *, lock: bool = False) -> M | None:
-    """The instance of ``model`` with primary key ``pk`` (locked with ``lock``), or None.
+def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
+    """The instance of ``model`` with primary key ``pk`` (locked with ``lock``).
 
     Raises:
+        model.DoesNotExist: no such row.
         django.core.exceptions.ValidationError: ``pk`` is not a valid key (e.g. not a UUID).
     """
     field = model._meta.pk
     key = field.get_db_prep_value(field.to_python(pk), _db())
     found = select(model, f"{field.column} = %s", [key], lock=lock)
-    return found[0] if found else None
+    if not found:
+        raise model.DoesNotExist(f"no {model._meta.model_name} {pk}")  # type: ignore[attr-defined]
+    return found[0]
 
 
 @cache

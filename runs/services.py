@@ -75,10 +75,7 @@ def lock_run(run_id: uuid.UUID | str) -> Run:
     Raises:
         Run.DoesNotExist: unknown id.
     """
-    run = rows.get(Run, run_id, lock=True)
-    if run is None:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    return run
+    return rows.get(Run, run_id, lock=True)
 
 
 def lock_run_of_step(step_id: int) -> Run | None:
@@ -96,10 +93,7 @@ def lock_step(step_id: int) -> Step:
     Raises:
         Step.DoesNotExist: unknown id.
     """
-    step = rows.get(Step, step_id, lock=True)
-    if step is None:
-        raise Step.DoesNotExist(f"no step {step_id}")
-    return step
+    return rows.get(Step, step_id, lock=True)
 
 
 def record_transition(actor: Actor, obj: Any, from_state: str, **payload: Any) -> None:

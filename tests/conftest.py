@@ -7,11 +7,8 @@ on-commit work runs through ``django_capture_on_commit_callbacks(execute=True)``
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +22,7 @@ from agentops import celery_app
 from agentops.roles import OPERATORS, REVIEWERS, ensure_roles
 from approvals.models import RiskRule
 from approvals.policy import default_rules
+from benchmarks.harness import Process
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT.parent / "shared" / "data" / "tau-bench-airline"
@@ -108,37 +106,12 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-class ChildProcess:
-    """A process of the project started on the test database, in its own process group so
-    that stopping it also stops what it forked (Celery's pool processes)."""
+class ChildProcess(Process):
+    """A process of the project started on the test database (``benchmarks.harness.Process``:
+    its own process group, so that stopping it also stops what it forked)."""
 
     def __init__(self, cmd: list[str], log: Path, **env: str):
-        self.log = log
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            env={**_child_env(), **env},
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def wait_until(self, ready, what: str) -> None:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + 60
-        while not ready():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        """SIGTERM the group, SIGKILL what is left after 20 s; return once the leader exited."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
+        super().__init__(cmd, {**_child_env(), **env}, log)
 
 
 class Worker(ChildProcess):

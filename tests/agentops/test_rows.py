@@ -40,7 +40,8 @@ def test_a_selected_row_equals_the_orm_instance(run):
 def test_select_orders_limits_and_finds_nothing_without_error(run):
     found = rows.select(Step, "run_id = %s", [run.pk], order_by='"index" DESC', limit=1)
     assert [s.index for s in found] == [1]
-    assert rows.get(Run, uuid.uuid4()) is None
+    with pytest.raises(Run.DoesNotExist):
+        rows.get(Run, uuid.uuid4())
 
 
 def test_update_writes_the_named_fields_and_updated_at_only(run):
