@@ -28,8 +28,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.actors import Actor
 
 
 def _not_found_detail(exc: ObjectDoesNotExist) -> str:

@@ -60,8 +60,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
 ]
 
-ROOT_URLCONF = "agentops.urls"
-ASGI_APPLICATION = "agentops.asgi.application"
+ROOT_URLCONF = "web.urls"
+ASGI_APPLICATION = "web.asgi.application"
 
 # The project's pages (templates/) render with Jinja2, several times faster than Django's
 # template language for the same markup (agentops/jinja2.py); Django admin and DRF's browsable

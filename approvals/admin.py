@@ -12,10 +12,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import services
 from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
-from audit.actors import Actor
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 

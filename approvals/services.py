@@ -12,9 +12,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
-from audit.actors import Actor
 from audit.services import audit_record, audited_atomic
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.services import (

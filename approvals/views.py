@@ -14,10 +14,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import selectors, services
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
-from audit.actors import Actor
 from runs.models import Step
 from runs.views import last_event_id
 

@@ -2,12 +2,7 @@
 
 from django.db import models
 
-
-class ActorKind(models.TextChoices):
-    USER = "user", "User"
-    API_CLIENT = "api_client", "API client"
-    WORKER = "worker", "Worker"
-    SYSTEM = "system", "System"
+from agentops.actors import ActorKind
 
 
 class AuditEvent(models.Model):

@@ -64,17 +64,16 @@ def chains(*, run_id: uuid.UUID | None = None) -> list[str]:
     return list(AuditEvent.objects.values_list("chain", flat=True).distinct().order_by("chain"))
 
 
-def audit_chains_expired(*, older_than: Any) -> list[str]:
+def audit_chains_expired(*, older_than: Any, live_run_ids: Any) -> list[str]:
     """Run chains whose run no longer exists and whose newest event is older than
-    ``older_than`` (an aware datetime): what audit retention may delete."""
-    from runs.models import Run
-
+    ``older_than`` (an aware datetime): what audit retention may delete. ``live_run_ids`` is a
+    query (or list) of the ids of the runs that still exist; their chains are kept."""
     # Start from the old events (the created_at index), not from every event of every chain:
     # most of the log is recent.
     newer = AuditEvent.objects.filter(chain=OuterRef("chain"), created_at__gte=older_than)
     return list(
         AuditEvent.objects.filter(run_id__isnull=False, created_at__lt=older_than)
-        .exclude(run_id__in=Run.objects.values("pk"))
+        .exclude(run_id__in=live_run_ids)
         .exclude(Exists(newer))
         .values_list("chain", flat=True)
         .distinct()

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentops import rows
-from audit.actors import Actor
+from agentops.actors import Actor
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
 from audit.live import publish_on_commit
 from audit.models import AuditEvent

@@ -103,8 +103,8 @@ INBOX_RUN_STEPS = [
 
 def _open_pending(count: int) -> None:
     """Create ``count`` runs that wait for a reviewer, in-process with eager tasks."""
+    from agentops.actors import Actor
     from agentops.celery import app
-    from audit.actors import Actor
     from runs.services import run_create
 
     app.conf.task_always_eager = True

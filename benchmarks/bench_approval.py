@@ -49,9 +49,9 @@ EMAIL = {
 
 def approval_latencies(size: Size) -> list[float]:
     """Create the runs, approve them on schedule; returns each approve → running in ms."""
+    from agentops.actors import Actor
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
-    from audit.actors import Actor
     from runs.models import Step
     from runs.services import run_create
 

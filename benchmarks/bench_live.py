@@ -134,7 +134,7 @@ async def _settle(clients: list[Client], expected: Expected) -> None:
 
 def _idle_client_runs(count: int, operator: Any) -> list[str]:
     """Create ``count`` client runs and wait until each is running, idle for its client."""
-    from audit.actors import Actor
+    from agentops.actors import Actor
     from runs.services import run_create
 
     actor = Actor.for_user(operator, via_api=True)
@@ -145,7 +145,7 @@ def _idle_client_runs(count: int, operator: Any) -> list[str]:
 
 def _drive(run_id: str, operator: Any) -> None:
     """What a client app does: append one step to the run, then say it is complete."""
-    from audit.actors import Actor
+    from agentops.actors import Actor
     from runs.services import run_complete, step_append
 
     actor = Actor.for_user(operator, via_api=True)

@@ -47,7 +47,7 @@ DELETE FROM runs_run WHERE status = 'succeeded' AND finished_at < now() - %s * i
 
 def purge(size: Size, tag: str) -> tuple[float, float]:
     """Load old runs and purge them with the service; returns (steps/s, longest batch ms)."""
-    from audit.actors import Actor
+    from agentops.actors import Actor
     from runs.models import RetentionPolicy
     from runs.services import retention_purge
 

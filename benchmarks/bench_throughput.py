@@ -77,7 +77,7 @@ def create_runs(
 ) -> list[str]:
     """Create ``count`` plan runs of ``steps`` no-op steps (``step``, an echo by default);
     returns their ids (UUID text)."""
-    from audit.actors import Actor
+    from agentops.actors import Actor
     from runs.services import run_create
 
     actor = Actor.system("bench")

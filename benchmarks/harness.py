@@ -408,7 +408,7 @@ class Bench:
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self.daphne_port = int(self.listener.getsockname()[1])
         fd = self.listener.fileno()
-        cmd = [sys.executable, "-m", "daphne", "--fd", str(fd), "agentops.asgi:application"]
+        cmd = [sys.executable, "-m", "daphne", "--fd", str(fd), "web.asgi:application"]
         env = {**self.env(), "AGENTOPS_DB_POOL": "1"}  # as web processes run (scripts/start)
         for i in range(self.web_processes):
             self.daphne.append(Process(cmd, env, self.logs / f"daphne-{i}.log", pass_fds=(fd,)))

@@ -102,10 +102,10 @@ def replay(path: Path, timeout: float) -> dict[str, float]:
     from django.core.management import call_command
     from django.utils import timezone
 
+    from agentops.actors import Actor
     from agentops.roles import REVIEWERS
     from approvals.models import ApprovalRequest, ApprovalStatus
     from approvals.services import approval_decide
-    from audit.actors import Actor
     from runs.models import Run, RunStatus, Step
 
     reviewer = get_user_model().objects.create_user(f"bench-reviewer-{time.time_ns()}")

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from runs import services
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall

@@ -30,9 +30,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentops import rows
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals.policy import Classification, classify, load_rules
-from audit.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import audit_chains_expired
 from audit.services import audit_purge_chains, audit_record, audited_atomic
@@ -1195,7 +1195,9 @@ def retention_purge(
             else:
                 _delete_runs(chunk, batch, report)
     audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
-    expired_chains = audit_chains_expired(older_than=audit_cutoff)
+    expired_chains = audit_chains_expired(
+        older_than=audit_cutoff, live_run_ids=Run.objects.values("pk")
+    )
     if dry_run:
         report.audit_events = AuditEvent.objects.filter(chain__in=expired_chains).count()
     else:

@@ -9,7 +9,7 @@ connection (``agentops.celery.close_broken_connections``), instead of waiting fo
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs import services
 
 

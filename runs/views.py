@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
+from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.actors import Actor
 from audit.selectors import event_list
 from runs import selectors, services
 from runs.models import Run, RunStatus, Step, StepStatus

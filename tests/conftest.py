@@ -156,7 +156,7 @@ def worker(_worker_process: Worker, transactional_db: None, seeded: None) -> Ite
 
 
 class AsgiServer(ChildProcess):
-    """A real ``daphne agentops.asgi:application`` process on the test database."""
+    """A real ``daphne web.asgi:application`` process on the test database."""
 
     def __init__(self, log: Path):
         self.port = free_port()
@@ -170,7 +170,7 @@ class AsgiServer(ChildProcess):
                 "127.0.0.1",
                 "-p",
                 str(self.port),
-                "agentops.asgi:application",
+                "web.asgi:application",
             ],
             log,
             AGENTOPS_DB_POOL="1",  # as web processes run (scripts/start)

@@ -8,7 +8,7 @@ from django.db import transaction
 from django_fsm import ConcurrentTransition
 
 from agentops import rows
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.models import Checkpoint, Run, Step, StepStatus
 from runs.services import run_create
 

@@ -5,7 +5,8 @@ from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from audit.models import ActorKind, AuditEvent
+from agentops.actors import ActorKind
+from audit.models import AuditEvent
 from tests.api.conftest import approval_url, calc, email_step, plan_body, post_run, token_client
 from tests.conftest import PASSWORD, make_user
 

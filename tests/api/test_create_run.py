@@ -2,7 +2,8 @@
 
 import pytest
 
-from audit.models import ActorKind, AuditEvent
+from agentops.actors import ActorKind
+from audit.models import AuditEvent
 from runs.models import Run, RunStatus
 from tests.api.conftest import calc, plan_body, post_run
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest
-from audit.actors import Actor
 from runs.models import Run
 from runs.services import run_advance
 from tests.api.conftest import approval_url, email_step, plan_body, post_run, token_client

@@ -2,7 +2,7 @@
 
 import pytest
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.models import RunStatus
 from runs.services import run_create
 from runs.tools import get_tool

@@ -2,7 +2,7 @@
 
 import pytest
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.services import run_cancel, run_create
 from tests.api.conftest import calc
 

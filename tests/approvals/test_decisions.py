@@ -9,10 +9,10 @@ from django.core import mail
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus, RiskRule
 from approvals.services import approval_decide
-from audit.actors import Actor
 from runs.models import Run, RunStatus, StepStatus
 from runs.services import run_cancel, run_create
 

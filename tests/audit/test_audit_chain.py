@@ -8,9 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
+from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
 from runs.models import Run, RunStatus

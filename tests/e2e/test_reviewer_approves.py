@@ -14,7 +14,7 @@ import pytest
 from django.db import connections
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.models import Run, RunStatus
 from runs.services import run_create
 from tests.conftest import PASSWORD

@@ -44,7 +44,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
 from runs.models import (

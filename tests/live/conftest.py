@@ -16,10 +16,10 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agentops.asgi import application
+from agentops.actors import Actor
 from audit import live
-from audit.actors import Actor
 from runs.services import run_create
+from web.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")
 
@@ -39,7 +39,7 @@ def session_cookie(user: Any) -> tuple[bytes, bytes]:
 
 
 def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
-    """A WebSocket client of ``agentops.asgi.application`` with an allowed Origin."""
+    """A WebSocket client of ``web.asgi.application`` with an allowed Origin."""
     return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
 
 

@@ -4,8 +4,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 
+from agentops.actors import Actor
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.selectors import event_list
 from tests.live.conftest import (
     SEND_EMAIL,

@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from audit.selectors import event_list
 from runs.services import run_cancel
 from tests.live.conftest import (

@@ -7,9 +7,9 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
-from agentops.asgi import application
 from tests.conftest import make_user
 from tests.live.conftest import ORIGIN, close_code, communicator, session_cookie
+from web.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("live_db")]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.services import run_create
 
 SEND_EMAIL = {

@@ -3,9 +3,9 @@
 import pytest
 from django.urls import reverse
 
+from agentops.actors import Actor
 from approvals.models import ApprovalStatus, RiskRule
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.models import AuditEvent
 from runs.models import RunStatus
 from tests.conftest import make_user

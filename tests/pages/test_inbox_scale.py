@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.services import run_create
 
 pytestmark = pytest.mark.django_db

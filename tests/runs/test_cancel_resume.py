@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django_fsm import TransitionNotAllowed
 
+from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
-from audit.actors import Actor
 from runs.models import Run, RunStatus, StepStatus, ToolCall
 from runs.services import run_cancel, run_create, run_resume
 

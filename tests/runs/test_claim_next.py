@@ -8,7 +8,7 @@ which steps needed one.
 
 import pytest
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
 from runs import services

@@ -2,8 +2,8 @@
 
 import pytest
 
+from agentops.actors import Actor
 from agentops.errors import Conflict
-from audit.actors import Actor
 from runs.models import RunStatus, StepStatus
 from runs.services import run_complete, run_create, step_append
 

@@ -3,8 +3,8 @@
 import pytest
 
 import tests.tools  # noqa: F401  (registers the test tools)
+from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from audit.actors import Actor
 from runs.models import RunStatus, StepStatus
 from runs.services import run_create, run_fork
 from tests.tools import CALLS

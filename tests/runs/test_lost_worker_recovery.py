@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 import tests.tools  # noqa: F401  (registers the test tools)
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs import services
 from runs.models import AttemptStatus, CallStatus, RunStatus, Step, StepStatus, ToolCall
 from tests.tools import CALLS

@@ -2,8 +2,8 @@
 
 import pytest
 
+from agentops.actors import Actor
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.selectors import chain_verify
 from runs.models import Run, RunStatus, StepStatus
 from runs.services import run_create

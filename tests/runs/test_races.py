@@ -4,10 +4,10 @@ cancel. Threads with their own PostgreSQL connections; row locks decide."""
 import pytest
 
 import tests.tools  # noqa: F401  (registers the test tools)
+from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.models import AuditEvent
 from runs.models import RunStatus, StepStatus
 from runs.services import run_advance, run_cancel, run_create, step_execute

@@ -7,9 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall

@@ -3,7 +3,7 @@
 import pytest
 
 import tests.tools  # noqa: F401  (registers the test tools)
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.models import RunStatus, StepStatus, ToolCall
 from runs.services import run_create
 

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentops.actors import Actor
 from approvals.models import ApprovalStatus
-from audit.actors import Actor
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.services import run_create, sweep
 

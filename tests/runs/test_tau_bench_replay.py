@@ -18,10 +18,10 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Count
 
+from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.policy import HIGH_PATTERNS
 from approvals.services import approval_decide
-from audit.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
 from runs.models import Run, RunStatus, StepStatus

@@ -17,8 +17,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from audit.actors import Actor
 from runs.services import run_create
 
 GOAL_TEXT_CHARS = 200

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from audit.actors import Actor
+from agentops.actors import Actor
 from runs.services import retention_purge
 
 

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
+from agentops.actors import Actor
 from agentops.roles import OPERATORS, REVIEWERS
-from audit.actors import Actor
 from runs.models import Run
 from runs.services import run_create
 

@@ -7,10 +7,20 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from audit.models import ActorKind
+from django.db import models
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+class ActorKind(models.TextChoices):
+    """What kind of author a change has: a person in the browser, a client app (token), a
+    Celery worker or the system (scheduled work)."""
+
+    USER = "user", "User"
+    API_CLIENT = "api_client", "API client"
+    WORKER = "worker", "Worker"
+    SYSTEM = "system", "System"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""WebSocket routes (mounted by ``agentops.asgi`` behind origin validation and auth)."""
+"""WebSocket routes (mounted by ``web.asgi`` behind origin validation and auth)."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""ASGI entry point (``daphne agentops.asgi:application``): HTTP and WebSocket routing."""
+"""ASGI entry point (``daphne web.asgi:application``): HTTP and WebSocket routing."""
 
 import os
 
@@ -10,7 +10,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agentops.ws_auth import SessionOriginValidator, TokenAuthMiddlewareStack  # noqa: E402
-from agentops.ws_routing import websocket_urlpatterns  # noqa: E402
+from web.ws_routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
