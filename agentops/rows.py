@@ -18,7 +18,7 @@ names a guard (the status or version the row was read with, like django-fsm's
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
@@ -156,15 +156,29 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
         return int(cursor.rowcount)
 
 
-def update(obj: Model, fields: Iterable[str], *, guard: dict[str, Any]) -> None:
-    """Write ``fields`` of ``obj`` (and its ``auto_now`` fields) to its row, if the row still
-    has the values of ``guard`` (e.g. ``{"status": <status it was read with>}``).
+def updated_fields(model: type[Model]) -> tuple[str, ...]:
+    """The fields of ``model`` that change after insert, declared next to the model as
+    ``UPDATED_FIELDS`` (what ``update`` writes, with the ``auto_now`` fields).
+
+    Raises:
+        TypeError: the model declares none.
+    """
+    declared = getattr(model, "UPDATED_FIELDS", None)
+    if not declared:
+        raise TypeError(f"{model.__name__} declares no UPDATED_FIELDS")
+    return tuple(declared)
+
+
+def update(obj: Model, *, guard: dict[str, Any]) -> None:
+    """Write the ``UPDATED_FIELDS`` of ``obj`` (and its ``auto_now`` fields) to its row, if
+    the row still has the values of ``guard`` (e.g. ``{"status": <status it was read with>}``).
 
     Raises:
         ConcurrentTransition: the row changed meanwhile (or is gone).
+        TypeError: the model declares no ``UPDATED_FIELDS``.
     """
     table = _table(type(obj))
-    values = {name: getattr(obj, table.fields[name].attname) for name in fields}
+    values = {name: getattr(obj, table.fields[name].attname) for name in updated_fields(type(obj))}
     for name in table.auto_now:
         values[name] = table.fields[name].pre_save(obj, add=False)
     if update_where(type(obj), values, {"pk": obj.pk, **guard}) != 1:

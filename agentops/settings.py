@@ -208,9 +208,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Runs, steps, attempts and approvals each have a "status" with its own choices: name them.
     "ENUM_NAME_OVERRIDES": {
-        "RunStatusEnum": "runs.models.RunStatus",
-        "StepStatusEnum": "runs.models.StepStatus",
-        "AttemptStatusEnum": "runs.models.AttemptStatus",
+        "RunStatusEnum": "runs.statuses.run_status_choices",
+        "StepStatusEnum": "runs.statuses.step_status_choices",
+        "AttemptStatusEnum": "runs.statuses.AttemptStatus",
         "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
     },
 }

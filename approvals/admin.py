@@ -16,6 +16,7 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import services
 from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
+from approvals.policy import DECIDE_PERMISSION
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 
@@ -56,7 +57,7 @@ class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return approval.step.tool
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(services.DECIDE_PERMISSION)
+        return request.user.has_perm(DECIDE_PERMISSION)
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str) -> None:
         actor = Actor.for_user(request.user)

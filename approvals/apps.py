@@ -3,3 +3,15 @@ from django.apps import AppConfig
 
 class ApprovalsConfig(AppConfig):
     name = "approvals"
+
+    def ready(self) -> None:
+        # The approval gate, the risk rules that send steps to it, and its rows' retention
+        # plug into runs here: runs never imports this app.
+        from approvals.policy import ApprovalStepPolicy
+        from approvals.retention import ApprovalRows
+        from approvals.services import ApprovalGate
+        from runs import gates, retention
+
+        gates.register(ApprovalGate())
+        gates.set_step_policy(ApprovalStepPolicy())
+        retention.register_dependent_rows(ApprovalRows())

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from agentops.statuses import StatusInfo, status_map
+from approvals.policy import ApprovalPolicy
 from runs.models import Risk
 
 
@@ -44,17 +46,18 @@ class ApprovalStatus(models.TextChoices):
 
 
 class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
-    """A reviewer's go-ahead that one risky step needs before it runs.
+    """The approval gate of one risky step: reviewers' go-ahead before it runs.
 
-    ``required_approvals`` approvals from different reviewers approve it (2 for critical risk);
-    one rejection rejects it. After ``expires_at`` it can no longer be decided and the sweeper
-    expires it, failing the run.
+    ``policy`` is the ``ApprovalPolicy`` (as JSON) it is decided by, copied from its step when
+    it opened: ``required_approvals`` approvals from different reviewers approve it (2 for
+    critical risk); one rejection rejects it. After ``expires_at`` it can no longer be decided
+    and the sweeper expires it, which refuses the step.
     """
 
     step = models.OneToOneField("runs.Step", on_delete=models.CASCADE, related_name="approval")
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approvals")
     risk = models.CharField(max_length=16, choices=Risk.choices)
-    required_approvals = models.PositiveSmallIntegerField(default=1)
+    policy = models.JSONField(default=dict)
     status = FSMField(
         max_length=16,
         choices=ApprovalStatus.choices,
@@ -72,6 +75,21 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"approval {self.pk} for step {self.step_id} ({self.status})"
+
+    @property
+    def rule(self) -> ApprovalPolicy:
+        """The ``ApprovalPolicy`` this request is decided by."""
+        return ApprovalPolicy.from_json(self.policy)
+
+    @property
+    def required_approvals(self) -> int:
+        """How many reviewers must approve (the policy's ``approvals``)."""
+        return self.rule.approvals
+
+    @property
+    def status_info(self) -> StatusInfo:
+        """The status as shown: value, label, tone (``APPROVAL_STATUSES``)."""
+        return APPROVAL_STATUSES[self.status]
 
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.APPROVED)
     def approve(self, *, now: datetime) -> None:
@@ -92,6 +110,18 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     def cancel(self, *, now: datetime) -> None:
         """pending → cancelled: the run was cancelled."""
         self.decided_at = now
+
+
+APPROVAL_STATUSES = status_map(
+    [
+        StatusInfo("pending", "Pending", "attention", open=True, cancellable=True),
+        StatusInfo("approved", "Approved", "success", terminal=True),
+        StatusInfo("rejected", "Rejected", "danger", terminal=True),
+        StatusInfo("expired", "Expired", "danger", terminal=True),
+        StatusInfo("cancelled", "Cancelled", "muted", terminal=True),
+    ],
+    choices=ApprovalStatus.values,
+)
 
 
 class Decision(models.TextChoices):

@@ -1,13 +1,13 @@
-"""Every change to approval requests: opening, deciding, expiring and cancelling them.
+"""Every change to approval requests: the approval gate (opening, cancelling and expiring
+requests) and reviewers' decisions.
 
-Lock order as in ``runs.services``: the run row, then the step, then the approval request.
+Lock order as in ``runs.transitions``: the run row, then the step, then the approval request.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -15,77 +15,83 @@ from django.utils import timezone
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
+from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, ApprovalPolicy
 from audit.services import audit_record, audited_atomic
-from runs.models import Run, RunStatus, Step, StepStatus
-from runs.services import (
-    enqueue_step_on_commit,
-    fail_run_locked,
-    lock_run,
-    record_transition,
-    save_run,
-    save_step,
-    skip_pending_locked,
-)
+from runs.executor.gates import gate_refused_locked, gate_satisfied_locked
+from runs.models import Run, Step
+from runs.transitions import lock_run
 
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+__all__ = ["DECIDE_PERMISSION", "ApprovalGate", "approval_decide", "approval_expire_due"]
 
 
-def approval_open_locked(*, run: Run, step: Step, actor: Actor) -> ApprovalRequest:
-    """Open the approval request of a step that has just moved to awaiting_approval.
-
-    The caller holds the run's lock. The request expires after
-    ``AGENTOPS_APPROVAL_TTL_SECONDS`` (seconds).
-    """
-    approval = ApprovalRequest.objects.create(
-        step=step,
-        run=run,
-        risk=step.risk,
-        required_approvals=step.required_approvals,
-        expires_at=timezone.now() + timedelta(seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS),
+def _record(actor: Actor, approval: ApprovalRequest, from_state: str, **payload: object) -> None:
+    """Write the audit event of one transition of an approval request (``from_state`` empty
+    for its creation): ``approval.<status>`` or ``approval.created``."""
+    audit_record(
+        actor=actor,
+        verb=f"approval.{approval.status}" if from_state else "approval.created",
+        object_type="approval",
+        object_id=approval.pk,
+        run_id=approval.run_id,
+        from_state=from_state,
+        to_state=approval.status,
+        payload=payload,
     )
-    record_transition(
-        actor,
-        approval,
-        "",
-        step=step.index,
-        tool=step.tool,
-        risk=step.risk,
-        required_approvals=approval.required_approvals,
-    )
-    return approval
 
 
-def approval_cancel_locked(*, step: Step, actor: Actor) -> None:
-    """Cancel the pending approval request of a step whose run is being cancelled."""
-    approval = ApprovalRequest.objects.select_for_update().filter(step=step).first()
-    if approval is None or approval.status != ApprovalStatus.PENDING:
-        return
-    approval.cancel(now=timezone.now())
-    approval.save()
-    record_transition(actor, approval, ApprovalStatus.PENDING)
+class ApprovalGate:
+    """The approval gate kind (``runs.gates.GateKind``): a step waits for reviewers'
+    decisions on its approval request. Registered by ``ApprovalsConfig.ready``."""
 
+    name = APPROVAL_GATE
+    waiting_status = "awaiting_approval"
+    waiting_label = "Awaiting approval"
 
-def _close(approval: ApprovalRequest, run: Run, step: Step, actor: Actor, *, error: dict) -> None:
-    """Reject the step and fail the run after a rejection or expiry (caller holds the locks)."""
-    now = timezone.now()
-    step.reject(error=error, now=now)
-    save_step(step, status_was=StepStatus.AWAITING_APPROVAL)
-    record_transition(actor, step, StepStatus.AWAITING_APPROVAL, error=error)
-    # A rejected or expired step is final (the run cannot be resumed past it): nothing after
-    # it will run.
-    skip_pending_locked(run, actor)
-    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+    def open(self, *, run: Run, step: Step, actor: Actor) -> None:
+        """Open the approval request of a step that has just moved to waiting, under the
+        policy classified with the step (``Step.gate_params``), expiring after its
+        ``ttl_seconds``."""
+        policy = ApprovalPolicy.from_json(step.gate_params)
+        approval = ApprovalRequest.objects.create(
+            step=step,
+            run=run,
+            risk=step.risk,
+            policy=policy.as_json(),
+            expires_at=timezone.now() + timedelta(seconds=policy.ttl_seconds),
+        )
+        _record(
+            actor,
+            approval,
+            "",
+            step=step.index,
+            tool=step.tool,
+            risk=step.risk,
+            required_approvals=policy.approvals,
+        )
+
+    def cancel(self, *, run: Run, step: Step, actor: Actor) -> None:
+        """Cancel the pending approval request of a step whose run is being cancelled."""
+        approval = ApprovalRequest.objects.select_for_update().filter(step=step).first()
+        if approval is None or approval.status != ApprovalStatus.PENDING:
+            return
+        approval.cancel(now=timezone.now())
+        approval.save()
+        _record(actor, approval, ApprovalStatus.PENDING)
+
+    def expire_due(self, *, actor: Actor) -> int:
+        """Expire every pending request past ``expires_at``, refusing its step. Returns the
+        count."""
+        return approval_expire_due(actor=actor)
 
 
 def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor) -> None:
     approval.expire(now=timezone.now())
     approval.save()
-    record_transition(actor, approval, ApprovalStatus.PENDING)
-    _close(
-        approval,
-        run,
-        step,
-        actor,
+    _record(actor, approval, ApprovalStatus.PENDING)
+    gate_refused_locked(
+        run=run,
+        step=step,
+        actor=actor,
         error={
             "type": "approval_expired",
             "message": f"no reviewer decided before {approval.expires_at.isoformat()}",
@@ -98,15 +104,17 @@ def approval_decide(
 ) -> ApprovalRequest:
     """Record a reviewer's decision on a pending approval request.
 
-    ``decision`` is approve or reject. One rejection rejects the request: the step becomes
-    ``rejected`` with the comment as its error and the run ``failed``. Approvals from
-    ``required_approvals`` different reviewers approve it: the step is queued and the run
-    continues.
+    ``decision`` is approve or reject. One rejection rejects the request: its gate refuses the
+    step, which becomes ``rejected`` with ``{"type": "rejected", "message": comment,
+    "reviewer": name}`` as its error (the run fails). As many approvals from different
+    reviewers as the request's policy requires approve it: the step is queued and the run
+    continues. Who may decide is the policy's rule (``ApprovalPolicy.refusal``).
 
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
         InvalidInput: ``decision`` is not approve or reject, or ``comment`` is not a string.
-        PermissionDenied: the actor lacks the reviewer permission, or requested the run.
+        PermissionDenied: the policy does not let the actor decide (no reviewer permission,
+            or they requested the run).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
             one is marked so first), or this reviewer already decided on it.
     """
@@ -122,13 +130,14 @@ def approval_decide(
         run = lock_run(run_id)
         step = Step.objects.select_for_update().get(approval__pk=approval_id)
         approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-        if run.requested_by_id is not None and run.requested_by_id == user.pk:
-            raise PermissionDenied("a reviewer may not decide on a run they requested")
+        refusal = approval.rule.refusal(user=user, run=run)
+        if refusal:
+            raise PermissionDenied(refusal)
         expired = (
             approval.status == ApprovalStatus.PENDING and approval.expires_at <= timezone.now()
         )
         if expired:
-            # Commit the expiry (and the run's failure) before refusing the decision.
+            # Commit the expiry (and the step's refusal) before refusing the decision.
             _expire_locked(approval, run, step, actor)
         else:
             _decide_locked(approval, run, step, actor, decision=decision, comment=comment)
@@ -142,12 +151,11 @@ def _decide_locked(
 ) -> None:
     if approval.status != ApprovalStatus.PENDING:
         raise Conflict(f"approval request is {approval.status}, not pending")
-    user = actor.user
     try:
         with transaction.atomic():
             ApprovalDecision.objects.create(
                 approval=approval,
-                reviewer=user,
+                reviewer=actor.user,
                 reviewer_name=actor.name,
                 decision=decision,
                 comment=comment,
@@ -168,12 +176,11 @@ def _decide_locked(
     if decision == Decision.REJECT:
         approval.reject(now=now)
         approval.save()
-        record_transition(actor, approval, ApprovalStatus.PENDING, comment=comment)
-        _close(
-            approval,
-            run,
-            step,
-            actor,
+        _record(actor, approval, ApprovalStatus.PENDING, comment=comment)
+        gate_refused_locked(
+            run=run,
+            step=step,
+            actor=actor,
             error={
                 "type": "rejected",
                 "message": comment or "rejected by a reviewer",
@@ -182,22 +189,17 @@ def _decide_locked(
         )
         return
     approvals = approval.decisions.filter(decision=Decision.APPROVE).count()
-    if approvals < approval.required_approvals:
+    if not approval.rule.is_met(approvals):
         return
     approval.approve(now=now)
     approval.save()
-    record_transition(actor, approval, ApprovalStatus.PENDING, comment=comment)
-    step.enqueue()
-    save_step(step, status_was=StepStatus.AWAITING_APPROVAL)
-    record_transition(actor, step, StepStatus.AWAITING_APPROVAL)
-    run.continue_approved()
-    save_run(run)
-    record_transition(actor, run, RunStatus.AWAITING_APPROVAL)
-    enqueue_step_on_commit(step.pk)
+    _record(actor, approval, ApprovalStatus.PENDING, comment=comment)
+    gate_satisfied_locked(run=run, step=step, actor=actor)
 
 
 def approval_expire_due(*, actor: Actor) -> int:
-    """Expire every pending request past ``expires_at``, failing its run. Returns the count."""
+    """Expire every pending request past ``expires_at``, each in its own transaction,
+    refusing its step. Returns the count."""
     due = ApprovalRequest.objects.filter(
         status=ApprovalStatus.PENDING, expires_at__lte=timezone.now()
     ).values_list("pk", "run_id")

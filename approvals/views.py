@@ -47,7 +47,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         InboxItem(
             approval=approval,
             earlier_steps=earlier.get(approval.pk, []),
-            own_run=approval.run.requested_by_id == request.user.pk,
+            own_run=approval.rule.excludes_requester(user=request.user, run=approval.run),
         )
         for approval in approvals
     ]

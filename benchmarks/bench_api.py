@@ -105,7 +105,7 @@ def _open_pending(count: int) -> None:
     """Create ``count`` runs that wait for a reviewer, in-process with eager tasks."""
     from agentops.actors import Actor
     from agentops.celery import app
-    from runs.services import run_create
+    from runs.control.create import run_create
 
     app.conf.task_always_eager = True
     try:

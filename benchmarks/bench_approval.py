@@ -52,8 +52,8 @@ def approval_latencies(size: Size) -> list[float]:
     from agentops.actors import Actor
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
+    from runs.control.create import run_create
     from runs.models import Step
-    from runs.services import run_create
 
     reviewer = Actor.for_user(bench_users()["reviewer"])
     system = Actor.system("bench")
@@ -61,7 +61,7 @@ def approval_latencies(size: Size) -> list[float]:
         str(run_create(actor=system, agent="plan", goal=f"mail {i}", steps=[EMAIL]).pk)
         for i in range(size.runs)
     ]
-    wait_runs(ids, "awaiting_approval", timeout=60 + size.runs)
+    wait_runs(ids, "waiting", timeout=60 + size.runs)
     approvals = {
         str(run_id): pk
         for run_id, pk in ApprovalRequest.objects.filter(run_id__in=ids).values_list("run_id", "pk")

@@ -135,7 +135,7 @@ async def _settle(clients: list[Client], expected: Expected) -> None:
 def _idle_client_runs(count: int, operator: Any) -> list[str]:
     """Create ``count`` client runs and wait until each is running, idle for its client."""
     from agentops.actors import Actor
-    from runs.services import run_create
+    from runs.control.create import run_create
 
     actor = Actor.for_user(operator, via_api=True)
     ids = [str(run_create(actor=actor, agent="client", goal=f"live {i}").pk) for i in range(count)]
@@ -146,7 +146,8 @@ def _idle_client_runs(count: int, operator: Any) -> list[str]:
 def _drive(run_id: str, operator: Any) -> None:
     """What a client app does: append one step to the run, then say it is complete."""
     from agentops.actors import Actor
-    from runs.services import run_complete, step_append
+    from runs.control.create import step_append
+    from runs.control.lifecycle import run_complete
 
     actor = Actor.for_user(operator, via_api=True)
     step_append(actor=actor, run_id=uuid.UUID(run_id), tool="echo", args={"value": 1})

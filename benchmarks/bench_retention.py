@@ -3,7 +3,7 @@
 Each repetition loads ``runs`` succeeded plan runs of ``steps_per_run`` steps that finished
 400 days ago (``harness.load_runs``: 1M steps at full size, next to whatever the other
 benchmarks left, e.g. the API benchmark's 1M recent steps) and purges them with
-``runs.services.retention_purge`` under one ``delete`` policy of 30 days, at its default batch
+``runs.retention.retention_purge`` under one ``delete`` policy of 30 days, at its default batch
 size: steps deleted / the purge's seconds, and its ``longest_batch_ms``. The baseline loads the
 same data again and deletes it with a plain SQL loop, one transaction per batch of the same
 size (``DELETE FROM runs_step WHERE id IN (SELECT id ... LIMIT n)``, then the runs).
@@ -49,7 +49,7 @@ def purge(size: Size, tag: str) -> tuple[float, float]:
     """Load old runs and purge them with the service; returns (steps/s, longest batch ms)."""
     from agentops.actors import Actor
     from runs.models import RetentionPolicy
-    from runs.services import retention_purge
+    from runs.retention import retention_purge
 
     RetentionPolicy.objects.get_or_create(name="bench", defaults={"ttl_days": TTL_DAYS})
     load_runs(tag=tag, runs=size.runs, steps_per_run=size.steps_per_run, age_days=AGE_DAYS)

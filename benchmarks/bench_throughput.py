@@ -4,7 +4,7 @@ bare Celery chain of no-op tasks with the same settings; commits and SQL stateme
 A no-op step is an ``echo`` step of a plan run (low risk, no approval): claimed, executed,
 its result, transition, audit event and checkpoint committed, the run advanced and the next
 step enqueued. ``runs`` runs of ``steps`` steps are created at once from this process
-(``runs.services.run_create``), so the workers always have work; throughput is the steps
+(``runs.control.create.run_create``), so the workers always have work; throughput is the steps
 completed over the time from the first creation to the last run's ``finished_at``. The
 baseline sends as many chains of as many ``benchmarks.noop`` links, each link enqueueing the
 next, to the same workers.
@@ -78,7 +78,7 @@ def create_runs(
     """Create ``count`` plan runs of ``steps`` no-op steps (``step``, an echo by default);
     returns their ids (UUID text)."""
     from agentops.actors import Actor
-    from runs.services import run_create
+    from runs.control.create import run_create
 
     actor = Actor.system("bench")
     ids = []

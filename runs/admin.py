@@ -2,7 +2,7 @@
 
 All read-only (statuses are FSM-protected and every change must be audited): operators act
 through the pages and the API; admins get a "Cancel selected runs" action that calls
-``runs.services.run_cancel`` per run. Retention policies are the one editable model here.
+``runs.control.lifecycle.run_cancel`` per run. Retention policies are the one editable model here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
-from runs import services
+from runs.control import lifecycle
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 
 
@@ -68,7 +68,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         cancelled = 0
         for run_id in queryset.values_list("pk", flat=True):
             try:
-                services.run_cancel(run_id=run_id, actor=actor, reason="cancelled in admin")
+                lifecycle.run_cancel(run_id=run_id, actor=actor, reason="cancelled in admin")
             except (TransitionNotAllowed, ConcurrentTransition, Run.DoesNotExist) as exc:
                 self.message_user(request, f"Run {run_id}: not cancelled ({exc})", messages.ERROR)
             else:

@@ -19,9 +19,10 @@ from rest_framework.response import Response
 
 from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPagination, actor_for
 from audit.selectors import event_list
-from runs import selectors, services
+from runs import selectors
+from runs.control import create, fork, lifecycle
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import AgentKind, Run, RunStatus
+from runs.models import AgentKind, Run
 from runs.serializers import (
     CancelRunSerializer,
     CreateRunSerializer,
@@ -35,6 +36,7 @@ from runs.serializers import (
     StepSerializer,
     ToolSerializer,
 )
+from runs.statuses import run_status_choices, run_status_filter
 from runs.tools import all_tools
 
 _BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
@@ -47,12 +49,17 @@ _CONFLICT = OpenApiResponse(
 class RunFilter(filters.FilterSet):
     """``?status=`` and ``?agent=``; an unknown value is a 400 naming the allowed ones."""
 
-    status = filters.ChoiceFilter(choices=RunStatus.choices)
+    status = filters.ChoiceFilter(choices=run_status_choices(), method="filter_status")
     agent = filters.ChoiceFilter(choices=AgentKind.choices)
 
     class Meta:
         model = Run
         fields = ["status", "agent"]
+
+    def filter_status(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """Runs whose status as shown is ``value`` (``awaiting_approval``: waiting for a
+        reviewer)."""
+        return queryset.filter(**run_status_filter(value))
 
 
 @extend_schema(tags=["runs"])
@@ -117,10 +124,10 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        """Create a run (``runs.services.run_create``) and answer 201 with it (queued)."""
+        """Create a run (``runs.control.create.run_create``) and answer 201 with it (queued)."""
         body = CreateRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.run_create(actor=actor_for(request), **body.validated_data)
+        run = create.run_create(actor=actor_for(request), **body.validated_data)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -132,10 +139,11 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     @idempotent
     def steps(self, request: Request, pk: uuid.UUID) -> Response:
-        """Append one step (``services.step_append``); it runs after the steps before it."""
+        """Append one step (``runs.control.create.step_append``); it runs after the steps
+        before it."""
         body = StepInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        step = services.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
+        step = create.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
 
@@ -148,9 +156,9 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     @idempotent
     def complete(self, request: Request, pk: uuid.UUID) -> Response:
-        """Mark a client run complete (``services.run_complete``)."""
+        """Mark a client run complete (``runs.control.lifecycle.run_complete``)."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
-        run = services.run_complete(run_id=pk, actor=actor_for(request))
+        run = lifecycle.run_complete(run_id=pk, actor=actor_for(request))
         return self._run_response(run.pk)
 
     @extend_schema(
@@ -162,10 +170,10 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     @idempotent
     def cancel(self, request: Request, pk: uuid.UUID) -> Response:
-        """Cancel the run (``services.run_cancel``) with an optional ``reason``."""
+        """Cancel the run (``runs.control.lifecycle.run_cancel``) with an optional ``reason``."""
         body = CancelRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.run_cancel(
+        run = lifecycle.run_cancel(
             run_id=pk, actor=actor_for(request), reason=body.validated_data["reason"]
         )
         return self._run_response(run.pk)
@@ -179,9 +187,9 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     @idempotent
     def resume(self, request: Request, pk: uuid.UUID) -> Response:
-        """Resume a failed run (``services.run_resume``)."""
+        """Resume a failed run (``runs.control.lifecycle.run_resume``)."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
-        run = services.run_resume(run_id=pk, actor=actor_for(request))
+        run = lifecycle.run_resume(run_id=pk, actor=actor_for(request))
         return self._run_response(run.pk)
 
     @extend_schema(
@@ -193,11 +201,11 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     @idempotent
     def fork(self, request: Request, pk: uuid.UUID) -> Response:
-        """Fork (``services.run_fork``): steps before ``from_index`` are reused, not re-run;
-        ``args`` optionally replaces the arguments of the step at ``from_index``."""
+        """Fork (``runs.control.fork.run_fork``): steps before ``from_index`` are reused, not
+        re-run; ``args`` optionally replaces the arguments of the step at ``from_index``."""
         body = ForkRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
+        run = fork.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
 
     @extend_schema(

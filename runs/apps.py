@@ -6,4 +6,8 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # Registering the built-in tools is an import side effect of their module.
+        from runs import wakeups
+        from runs.tasks import CeleryWakeups
         from runs.tools import builtin  # noqa: F401
+
+        wakeups.install(CeleryWakeups())

@@ -14,6 +14,20 @@ from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from agentops.statuses import StatusInfo
+from runs.statuses import (
+    ATTEMPT_STATUSES,
+    RUN_TERMINAL,
+    STEP_CANCELLABLE,
+    STEP_TERMINAL,
+    AttemptStatus,
+    CallStatus,
+    RunStatus,
+    StepStatus,
+    run_status_info,
+    step_status_info,
+)
+
 
 class Risk(models.TextChoices):
     LOW = "low", "Low"
@@ -30,18 +44,6 @@ class AgentKind(models.TextChoices):
     TRANSCRIPT = "transcript", "Recorded transcript"
 
 
-class RunStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-RUN_TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
-
-
 class Run(ConcurrentTransitionMixin, models.Model):
     """One agent task: its goal, the agent driving it, its working state and conversation.
 
@@ -50,8 +52,26 @@ class Run(ConcurrentTransitionMixin, models.Model):
     ``client_done`` is set when a client agent says it appends no more steps. Usage totals:
     ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms spent in tool calls).
     ``step_limit`` caps the number of steps; ``deadline`` is an absolute time after which the
-    sweeper fails the run.
+    sweeper fails the run. ``gate`` names the gate kind the run waits at while its status is
+    ``waiting`` (``runs.gates``), else it is empty.
     """
+
+    # The fields that change after the row is inserted: what ``agentops.rows.update`` writes
+    # (with ``updated_at``). tests/runs/test_row_writes.py proves every field a transition or
+    # service changes is here.
+    UPDATED_FIELDS = (
+        "status",
+        "gate",
+        "version",
+        "error",
+        "client_done",
+        "state",
+        "usage_tokens",
+        "cost_usd",
+        "duration_ms",
+        "started_at",
+        "finished_at",
+    )
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     goal = models.TextField()
@@ -70,6 +90,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
     )
+    gate = models.CharField(max_length=32, blank=True)
     version = models.PositiveIntegerField(default=0)
     error = models.JSONField(null=True, blank=True)
     client_done = models.BooleanField(default=False)
@@ -99,17 +120,24 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def is_terminal(self) -> bool:
         return self.status in RUN_TERMINAL
 
+    @property
+    def status_info(self) -> StatusInfo:
+        """The status as shown (``runs.statuses``): value, label, tone."""
+        return run_status_info(self.status, self.gate)
+
     @transition(field=status, source=RunStatus.QUEUED, target=RunStatus.RUNNING)
     def start(self) -> None:
         """queued → running: the executor picked the run up."""
 
-    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.AWAITING_APPROVAL)
-    def await_approval(self) -> None:
-        """running → awaiting_approval: the next step needs a reviewer."""
+    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.WAITING)
+    def wait(self, *, gate: str) -> None:
+        """running → waiting: its next step waits at a gate of kind ``gate``."""
+        self.gate = gate
 
-    @transition(field=status, source=RunStatus.AWAITING_APPROVAL, target=RunStatus.RUNNING)
-    def continue_approved(self) -> None:
-        """awaiting_approval → running: the pending approval was granted."""
+    @transition(field=status, source=RunStatus.WAITING, target=RunStatus.RUNNING)
+    def unblock(self) -> None:
+        """waiting → running: the gate its step waited at was satisfied."""
+        self.gate = ""
 
     @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.SUCCEEDED)
     def succeed(self) -> None:
@@ -118,61 +146,28 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         field=status,
-        source=[RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
+        source=[RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.FAILED,
     )
     def fail(self, error: dict[str, Any]) -> None:
-        """running|awaiting_approval → failed, keeping ``error`` (type, message, ...)."""
+        """running|waiting → failed, keeping ``error`` (type, message, ...)."""
         self.error = error
+        self.gate = ""
 
     @transition(
         field=status,
-        source=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
+        source=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.CANCELLED,
     )
     def cancel(self, error: dict[str, Any]) -> None:
-        """queued|running|awaiting_approval → cancelled, keeping who cancelled and why."""
+        """queued|running|waiting → cancelled, keeping who cancelled and why."""
         self.error = error
+        self.gate = ""
 
     @transition(field=status, source=RunStatus.FAILED, target=RunStatus.RUNNING)
     def resume(self) -> None:
         """failed → running: continue from the failed step (completed steps are kept)."""
         self.error = None
-
-
-class StepStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    WAITING_RETRY = "waiting_retry", "Waiting to retry"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    REJECTED = "rejected", "Rejected"
-    SKIPPED = "skipped", "Skipped"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-STEP_TERMINAL = {
-    StepStatus.SUCCEEDED,
-    StepStatus.FAILED,
-    StepStatus.REJECTED,
-    StepStatus.SKIPPED,
-    StepStatus.CANCELLED,
-}
-STEP_IN_FLIGHT = {
-    StepStatus.AWAITING_APPROVAL,
-    StepStatus.QUEUED,
-    StepStatus.RUNNING,
-    StepStatus.WAITING_RETRY,
-}
-_STEP_CANCELLABLE = [
-    StepStatus.PENDING,
-    StepStatus.AWAITING_APPROVAL,
-    StepStatus.QUEUED,
-    StepStatus.RUNNING,
-    StepStatus.WAITING_RETRY,
-]
 
 
 class Step(ConcurrentTransitionMixin, models.Model):
@@ -181,14 +176,32 @@ class Step(ConcurrentTransitionMixin, models.Model):
     ``idempotency_key`` is ``{run_id}:{index}:{tool}:{args_hash}`` (``args_hash``: SHA-256 of the
     canonical JSON of ``args``); it keys the tool-call ledger. ``result`` is the verbatim tool
     output; ``error`` the structured failure of the last attempt (type, message, traceback,
-    attempt, at, retryable). ``required_approvals`` is how many reviewers must approve before
-    it runs (0: none), from the risk policy when it was created. ``recorded_result`` holds the
+    attempt, at, retryable). ``gate`` names the gate kind (``runs.gates``) the step must pass
+    before it runs (empty: none) and ``gate_params`` that kind's parameters for it (for an
+    approval gate, its approval policy), both set by the step policy when the step was created.
+    ``recorded_result`` holds the
     recorded output a transcript step replays instead of calling a tool (None for live tools).
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
     is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
     the tool reported (tokens, cost_usd).
     """
+
+    # The fields that change after the row is inserted: what ``agentops.rows.update`` writes
+    # (with ``updated_at``). tests/runs/test_row_writes.py proves every field a transition or
+    # service changes is here.
+    UPDATED_FIELDS = (
+        "status",
+        "attempts",
+        "max_attempts",
+        "next_attempt_at",
+        "lease_owner",
+        "lease_expires_at",
+        "result",
+        "error",
+        "started_at",
+        "finished_at",
+    )
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
@@ -197,7 +210,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
     args_hash = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=300, unique=True)
     risk = models.CharField(max_length=16, choices=Risk.choices)
-    required_approvals = models.PositiveSmallIntegerField(default=0)
+    gate = models.CharField(max_length=32, blank=True)
+    gate_params = models.JSONField(default=dict, blank=True)
     rationale = models.TextField(blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
     recorded_result = models.JSONField(null=True, blank=True)
@@ -233,22 +247,27 @@ class Step(ConcurrentTransitionMixin, models.Model):
         return self.status in STEP_TERMINAL
 
     @property
+    def status_info(self) -> StatusInfo:
+        """The status as shown (``runs.statuses``): value, label, tone."""
+        return step_status_info(self.status, self.gate)
+
+    @property
     def duration_ms(self) -> int | None:
         if self.started_at and self.finished_at:
             return int((self.finished_at - self.started_at).total_seconds() * 1000)
         return None
 
-    @transition(field=status, source=StepStatus.PENDING, target=StepStatus.AWAITING_APPROVAL)
-    def request_approval(self) -> None:
-        """pending → awaiting_approval: its risk needs a reviewer's decision."""
+    @transition(field=status, source=StepStatus.PENDING, target=StepStatus.WAITING)
+    def wait(self) -> None:
+        """pending → waiting: it must pass its gate (``gate``) before it runs."""
 
     @transition(
         field=status,
-        source=[StepStatus.PENDING, StepStatus.AWAITING_APPROVAL, StepStatus.WAITING_RETRY],
+        source=[StepStatus.PENDING, StepStatus.WAITING, StepStatus.WAITING_RETRY],
         target=StepStatus.QUEUED,
     )
     def enqueue(self) -> None:
-        """pending|awaiting_approval (approved)|waiting_retry (due) → queued."""
+        """pending|waiting (gate satisfied)|waiting_retry (due) → queued."""
         self.next_attempt_at = None
 
     @transition(field=status, source=StepStatus.QUEUED, target=StepStatus.RUNNING)
@@ -288,9 +307,10 @@ class Step(ConcurrentTransitionMixin, models.Model):
         """failed → queued: an operator resumed the run; the step gets fresh attempts."""
         self.max_attempts = self.attempts + max(1, self.max_attempts)
 
-    @transition(field=status, source=StepStatus.AWAITING_APPROVAL, target=StepStatus.REJECTED)
+    @transition(field=status, source=StepStatus.WAITING, target=StepStatus.REJECTED)
     def reject(self, *, error: dict[str, Any], now: Any) -> None:
-        """awaiting_approval → rejected, with the reviewer's reason in ``error``."""
+        """waiting → rejected: its gate refused, with the refusal in ``error`` (type, message,
+        and what the gate kind adds, e.g. the reviewer)."""
         self.error = error
         self.finished_at = now
 
@@ -298,18 +318,11 @@ class Step(ConcurrentTransitionMixin, models.Model):
     def skip(self) -> None:
         """pending → skipped: the run ended before reaching it."""
 
-    @transition(field=status, source=_STEP_CANCELLABLE, target=StepStatus.CANCELLED)
+    @transition(field=status, source=list(STEP_CANCELLABLE), target=StepStatus.CANCELLED)
     def cancel(self, *, now: Any) -> None:
         """Any non-terminal status → cancelled."""
         self.finished_at = now
         self.lease_owner, self.lease_expires_at = "", None
-
-
-class AttemptStatus(models.TextChoices):
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    LOST = "lost", "Lost (worker gone)"
 
 
 class StepAttempt(models.Model):
@@ -337,6 +350,11 @@ class StepAttempt(models.Model):
     def __str__(self) -> str:
         return f"attempt {self.number} of step {self.step_id} ({self.status})"
 
+    @property
+    def status_info(self) -> StatusInfo:
+        """The status as shown: value, label, tone (``runs.statuses.ATTEMPT_STATUSES``)."""
+        return ATTEMPT_STATUSES[self.status]
+
 
 class Checkpoint(models.Model):
     """The run's materialized ``state`` right after the step at ``index`` succeeded.
@@ -356,12 +374,6 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint {self.index} of run {self.run_id}"
-
-
-class CallStatus(models.TextChoices):
-    STARTED = "started", "Started (outcome unknown)"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
 
 
 class ToolCall(models.Model):

@@ -10,14 +10,20 @@ import uuid
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from runs.models import Run, Step, StepAttempt, StepStatus
+from runs.models import Run, Step, StepAttempt
+from runs.statuses import StepStatus, run_status_filter, step_status_info
 
 
 def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
-    """Runs, newest first, optionally filtered by status and agent; requester joined."""
+    """Runs, newest first, optionally filtered by status as shown (``runs.statuses``, e.g.
+    ``awaiting_approval``) and agent; requester joined.
+
+    Raises:
+        KeyError: ``status`` is no run status.
+    """
     qs = Run.objects.select_related("requested_by").order_by("-created_at", "-id")
     if status:
-        qs = qs.filter(status=status)
+        qs = qs.filter(**run_status_filter(status))
     if agent:
         qs = qs.filter(agent=agent)
     return qs
@@ -58,10 +64,12 @@ def step_summaries(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[dict[str
     rows = (
         Step.objects.filter(run_id__in=run_ids)
         .order_by("run_id", "index")
-        .values_list("run_id", *STEP_SUMMARY_FIELDS)
+        .values_list("run_id", "gate", *STEP_SUMMARY_FIELDS)
     )
-    for run_id, *values in rows:
-        found.setdefault(run_id, []).append(dict(zip(STEP_SUMMARY_FIELDS, values, strict=True)))
+    for run_id, gate, *values in rows:
+        summary = dict(zip(STEP_SUMMARY_FIELDS, values, strict=True))
+        summary["status"] = step_status_info(str(summary["status"]), gate).value
+        found.setdefault(run_id, []).append(summary)
     return found
 
 

@@ -17,6 +17,7 @@ from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
 from runs.models import AgentKind, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
+from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
 
 
@@ -44,6 +45,10 @@ class StepSerializer(serializers.ModelSerializer[Step]):
     """
 
     approval = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(
+        choices=step_status_choices(), source="status_info.value", read_only=True
+    )
+    required_approvals = serializers.SerializerMethodField()
     duration_ms = serializers.IntegerField(allow_null=True, read_only=True)
     attempt_history = StepAttemptSerializer(source="attempt_set", many=True, read_only=True)
 
@@ -75,6 +80,11 @@ class StepSerializer(serializers.ModelSerializer[Step]):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_required_approvals(self, step: Step) -> int:
+        # API v1's field: the approvals the step's approval gate needs (0: no approval gate).
+        return int(step.gate_params.get("approvals", 0)) if step.gate else 0
+
     @extend_schema_field(StepApprovalSerializer(allow_null=True))
     def get_approval(self, step: Step) -> dict[str, Any] | None:
         # A missing reverse one-to-one raises RelatedObjectDoesNotExist, an AttributeError.
@@ -86,6 +96,8 @@ class StepSerializer(serializers.ModelSerializer[Step]):
 
 class StepSummarySerializer(serializers.ModelSerializer[Step]):
     """The few step fields the runs list shows (``runs.selectors.STEP_SUMMARY_FIELDS``)."""
+
+    status = serializers.ChoiceField(choices=step_status_choices(), read_only=True)
 
     class Meta:
         model = Step
@@ -118,6 +130,9 @@ _RUN_FIELDS = [
 class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
     """The fields of a run that both the list and the detail show."""
 
+    status = serializers.ChoiceField(
+        choices=run_status_choices(), source="status_info.value", read_only=True
+    )
     requested_by = serializers.CharField(
         source="requested_by.username", read_only=True, allow_null=True
     )

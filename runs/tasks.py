@@ -6,11 +6,14 @@ connection (a restarted or terminated server connection) is retried shortly, on 
 connection (``agentops.celery.close_broken_connections``), instead of waiting for the sweeper.
 """
 
+import uuid
+
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
 from agentops.actors import Actor
-from runs import services
+from runs import recovery, retention
+from runs.executor import entry
 
 
 class DatabaseTask(Task):
@@ -26,30 +29,44 @@ class DatabaseTask(Task):
 @shared_task(name="runs.advance_run", base=DatabaseTask)
 def advance_run(run_id: str) -> None:
     """Start or move on the run ``run_id`` (UUID text), executing the step it queues."""
-    services.run_advance(run_id=run_id, actor=Actor.worker(), execute=True)
+    entry.run_advance(run_id=run_id, actor=Actor.worker(), execute=True)
 
 
 @shared_task(name="runs.execute_step", base=DatabaseTask)
 def execute_step(step_id: int) -> None:
     """Claim and execute the queued step ``step_id``."""
-    services.step_execute(step_id=step_id, actor=Actor.worker())
+    entry.step_execute(step_id=step_id, actor=Actor.worker())
 
 
 @shared_task(name="runs.retry_step", base=DatabaseTask)
 def retry_step(step_id: int) -> None:
     """Queue the step ``step_id`` waiting to retry, then execute it."""
     actor = Actor.worker()
-    if services.step_retry_due(step_id=step_id, actor=actor):
-        services.step_execute(step_id=step_id, actor=actor)
+    if entry.step_retry_due(step_id=step_id, actor=actor):
+        entry.step_execute(step_id=step_id, actor=actor)
 
 
 @shared_task(name="runs.sweep", base=DatabaseTask)
 def sweep() -> dict[str, int]:
     """Periodic recovery of lost wake-ups, expired approvals and runs past deadline."""
-    return services.sweep(actor=Actor.system("sweeper"))
+    return recovery.sweep(actor=Actor.system("sweeper"))
 
 
 @shared_task(name="runs.retention_purge", base=DatabaseTask)
 def retention_purge() -> dict[str, object]:
     """Periodic retention: apply the retention policies and expire audit chains."""
-    return services.retention_purge(actor=Actor.system("retention"))
+    return retention.retention_purge(actor=Actor.system("retention"))
+
+
+class CeleryWakeups:
+    """Sends the executor's wake-ups (``runs.wakeups``) as these tasks; installed by
+    ``RunsConfig.ready``."""
+
+    def execute_step(self, step_id: int) -> None:
+        execute_step.delay(step_id)
+
+    def advance_run(self, run_id: uuid.UUID) -> None:
+        advance_run.delay(str(run_id))
+
+    def retry_step(self, step_id: int, delay: float) -> None:
+        retry_step.apply_async((step_id,), countdown=delay)

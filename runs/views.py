@@ -23,8 +23,10 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.selectors import event_list
-from runs import selectors, services
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs import selectors
+from runs.control import fork, lifecycle
+from runs.models import Run, Step
+from runs.statuses import StepStatus, run_status_choices
 
 RUNS_PER_PAGE = 50
 # A run's timeline shows at most this many of its latest audit events (the events API has all).
@@ -41,8 +43,9 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
+    statuses = run_status_choices()
     status = request.GET.get("status", "")
-    if status not in RunStatus.values:
+    if status not in dict(statuses):
         status = ""
     page = Paginator(selectors.run_list(status=status or None), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
@@ -51,7 +54,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     # database aggregate every run's steps before it can sort and cut the page.
     counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
     rows = [(run, *counts.get(run.pk, (0, 0))) for run in page.object_list]
-    return {"page": page, "rows": rows, "status": status, "statuses": RunStatus.choices}
+    return {"page": page, "rows": rows, "status": status, "statuses": statuses}
 
 
 @require_GET
@@ -135,7 +138,7 @@ def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse
 def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Cancel the run (POST ``reason``, optional); a finished run gives an error message."""
     try:
-        services.run_cancel(
+        lifecycle.run_cancel(
             run_id=run_id,
             actor=Actor.for_user(request.user),
             reason=request.POST.get("reason", "").strip(),
@@ -157,7 +160,7 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Resume a failed run from its failed step; other states give an error message."""
     try:
-        services.run_resume(run_id=run_id, actor=Actor.for_user(request.user))
+        lifecycle.run_resume(run_id=run_id, actor=Actor.for_user(request.user))
     except Run.DoesNotExist:
         raise Http404("no such run") from None
     except TransitionNotAllowed:
@@ -200,7 +203,7 @@ def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         if args == original.first():
             args = None
     try:
-        fork = services.run_fork(
+        forked = fork.run_fork(
             run_id=run_id, actor=Actor.for_user(request.user), from_index=from_index, args=args
         )
     except Run.DoesNotExist:
@@ -210,4 +213,4 @@ def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         return redirect("run-detail", run_id=run_id)
     edited = " with edited arguments (they need a reviewer's approval)" if args else ""
     messages.success(request, f"Forked from step #{from_index}{edited}.")
-    return redirect("run-detail", run_id=fork.pk)
+    return redirect("run-detail", run_id=forked.pk)

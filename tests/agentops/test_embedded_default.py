@@ -12,7 +12,7 @@ CHECK = """
 from audit.selectors import chain_verify
 from runs.models import Run
 runs = {run.goal: run for run in Run.objects.all()}
-print(runs["Add up an invoice"].status, runs["Email the customer their refund"].status)
+print(runs["Add up an invoice"].status, runs["Email the customer their refund"].status_info.value)
 print(all(chain_verify(f"run:{run.pk}").ok for run in runs.values()))
 """
 

@@ -9,8 +9,8 @@ from django_fsm import ConcurrentTransition
 
 from agentops import rows
 from agentops.actors import Actor
+from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
-from runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -44,13 +44,13 @@ def test_select_orders_limits_and_finds_nothing_without_error(run):
         rows.get(Run, uuid.uuid4())
 
 
-def test_update_writes_the_named_fields_and_updated_at_only(run):
+def test_update_writes_the_declared_fields_and_updated_at_only(run):
     step = rows.get(Step, run.steps.first().pk)
     before = step.updated_at
     step.enqueue()
-    step.rationale = "not written"
+    step.rationale = "not written"  # fixed after insert: not in Step.UPDATED_FIELDS
     with transaction.atomic():
-        rows.update(step, ["status", "next_attempt_at"], guard={"status": StepStatus.PENDING})
+        rows.update(step, guard={"status": StepStatus.PENDING})
     stored = Step.objects.get(pk=step.pk)
     assert stored.status == StepStatus.QUEUED
     assert stored.rationale == ""
@@ -64,7 +64,7 @@ def test_update_refuses_a_row_changed_since_it_was_read(run):
     Step.objects.filter(pk=step.pk).update(status=StepStatus.SKIPPED)
     step.enqueue()
     with pytest.raises(ConcurrentTransition):
-        rows.update(step, ["status"], guard={"status": StepStatus.PENDING})
+        rows.update(step, guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=step.pk).status == StepStatus.SKIPPED
 
 

@@ -22,7 +22,7 @@ def waiting_run(operator_api, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         run = post_run(operator_api, **plan_body(email_step(), goal="mail the customer")).json()
     data = operator_api.get(run_url(run["id"])).json()
-    assert data["status"] == RunStatus.AWAITING_APPROVAL
+    assert data["status"] == "awaiting_approval"
     return data
 
 

@@ -4,8 +4,8 @@ import pytest
 
 from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest
+from runs.executor.entry import run_advance
 from runs.models import Run
-from runs.services import run_advance
 from tests.api.conftest import approval_url, email_step, plan_body, post_run, token_client
 from tests.conftest import make_user
 from tests.races import run_together

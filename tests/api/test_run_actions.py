@@ -3,8 +3,8 @@
 import pytest
 
 from agentops.actors import Actor
+from runs.control.create import run_create
 from runs.models import RunStatus
-from runs.services import run_create
 from runs.tools import get_tool
 from tests.api.conftest import calc, plan_body, post_run, run_url
 

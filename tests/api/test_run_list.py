@@ -3,7 +3,8 @@
 import pytest
 
 from agentops.actors import Actor
-from runs.services import run_cancel, run_create
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
 from tests.api.conftest import calc
 
 pytestmark = pytest.mark.django_db

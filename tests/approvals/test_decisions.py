@@ -13,8 +13,9 @@ from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus, RiskRule
 from approvals.services import approval_decide
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
 from runs.models import Run, RunStatus, StepStatus
-from runs.services import run_cancel, run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ def start_mail_run(requester, capture) -> Run:  # type: ignore[no-untyped-def]
             ],
         )
     run = Run.objects.get(pk=run.pk)
-    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.status == RunStatus.WAITING
     return run
 
 
@@ -91,7 +92,7 @@ def test_operator_without_the_reviewer_permission_may_not_decide(
     approval = ApprovalRequest.objects.get(run=run)
     with pytest.raises(PermissionDenied, match="only reviewers"):
         decide(approval, operator, "approve", django_capture_on_commit_callbacks)
-    assert Run.objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
 
 
 def test_critical_step_needs_two_different_reviewers(
@@ -104,7 +105,7 @@ def test_critical_step_needs_two_different_reviewers(
 
     decide(approval, reviewer, "approve", django_capture_on_commit_callbacks)
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
-    assert Run.objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
 
     with pytest.raises(Conflict, match="already decided"):
         decide(approval, reviewer, "approve", django_capture_on_commit_callbacks)

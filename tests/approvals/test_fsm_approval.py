@@ -10,9 +10,12 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.policy import ApprovalPolicy
 from runs.models import Run, RunStatus, Step, StepStatus
 
 pytestmark = pytest.mark.django_db
+
+POLICY = ApprovalPolicy(approvals=1, ttl_seconds=3600)
 
 METHODS = ["approve", "reject", "expire", "cancel"]
 A = ApprovalStatus
@@ -33,7 +36,7 @@ FORBIDDEN = [
 
 def make_approval(status: str) -> ApprovalRequest:
     # Direct assignment of the protected status is forbidden, so the row is created in it.
-    run = Run.objects.create(goal="fsm", agent="plan", status=RunStatus.AWAITING_APPROVAL)
+    run = Run.objects.create(goal="fsm", agent="plan", status=RunStatus.WAITING, gate="approval")
     step = Step.objects.create(
         run=run,
         index=0,
@@ -41,13 +44,15 @@ def make_approval(status: str) -> ApprovalRequest:
         args_hash="0" * 64,
         idempotency_key=f"{run.pk}:0:send_email:{'0' * 64}",
         risk="high",
-        required_approvals=1,
-        status=StepStatus.AWAITING_APPROVAL,
+        gate="approval",
+        gate_params=POLICY.as_json(),
+        status=StepStatus.WAITING,
     )
     return ApprovalRequest.objects.create(
         step=step,
         run=run,
         risk="high",
+        policy=POLICY.as_json(),
         expires_at=timezone.now() + timedelta(hours=1),
         status=status,
     )

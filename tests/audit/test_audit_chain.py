@@ -13,8 +13,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
+from runs.control.create import run_create
 from runs.models import Run, RunStatus
-from runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 

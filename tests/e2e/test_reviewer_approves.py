@@ -15,8 +15,8 @@ from django.db import connections
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agentops.actors import Actor
+from runs.control.create import run_create
 from runs.models import Run, RunStatus
-from runs.services import run_create
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.e2e

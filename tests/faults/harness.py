@@ -3,7 +3,7 @@
 ``run_harness`` starts its own ``redis-server`` on a free port, two ``celery -A agentops
 worker --concurrency=2 -I tests.faults.tools`` processes and ``celery beat`` (sweeping every
 second), all on the database the calling process uses. It creates plan runs through
-``runs.services.run_create`` (in a child process, so that their start messages go to the
+``runs.control.create.run_create`` (in a child process, so that their start messages go to the
 harness's Redis), then, while they execute, injects faults at random moments spread over the
 workload's progress:
 
@@ -364,7 +364,7 @@ def create_workload(*, runs: int, steps: int, seed: int, hang_share: float) -> N
     process with the cluster's ``REDIS_URL`` (``Cluster.run_child``), so that the runs' start
     messages reach the cluster's workers.
     """
-    from runs.services import run_create
+    from runs.control.create import run_create
 
     rng = random.Random(seed)
     actor = Actor.system("harness")

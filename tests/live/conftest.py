@@ -18,7 +18,7 @@ from django.test import Client
 
 from agentops.actors import Actor
 from audit import live
-from runs.services import run_create
+from runs.control.create import run_create
 from web.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")

@@ -6,7 +6,7 @@ from channels.db import database_sync_to_async
 
 from agentops.actors import Actor
 from audit.selectors import event_list
-from runs.services import run_cancel
+from runs.control.lifecycle import run_cancel
 from tests.live.conftest import (
     SEND_EMAIL,
     acreate_run,

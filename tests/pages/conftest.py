@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentops.actors import Actor
-from runs.services import run_create
+from runs.control.create import run_create
 
 SEND_EMAIL = {
     "tool": "send_email",

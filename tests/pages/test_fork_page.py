@@ -4,8 +4,8 @@ import pytest
 from django.test import Client
 
 from agentops.actors import Actor
+from runs.control.create import run_create
 from runs.models import Run, RunStatus
-from runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def test_forking_with_edited_arguments_waits_for_approval(
             f"/runs/{finished.pk}/fork/", {"from_index": 1, "args": '{"expression": "3*3"}'}
         )
     fork = Run.objects.exclude(pk=finished.pk).get()
-    assert fork.status == RunStatus.AWAITING_APPROVAL
+    assert fork.status == RunStatus.WAITING
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from agentops.actors import Actor
-from runs.services import run_create
+from runs.control.create import run_create
 
 pytestmark = pytest.mark.django_db
 

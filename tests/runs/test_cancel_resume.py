@@ -9,8 +9,9 @@ from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel, run_resume
 from runs.models import Run, RunStatus, StepStatus, ToolCall
-from runs.services import run_cancel, run_create, run_resume
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +54,7 @@ def test_cancelling_an_awaiting_run_cancels_open_steps_and_the_approval(
         {"tool": "echo", "args": {"value": 1}},
     ]
     run = create(operator, steps, django_capture_on_commit_callbacks)
-    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.status == RunStatus.WAITING
     with django_capture_on_commit_callbacks(execute=True):
         run_cancel(run_id=run.pk, actor=Actor.for_user(operator))
     run = Run.objects.get(pk=run.pk)

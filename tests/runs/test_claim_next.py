@@ -11,7 +11,8 @@ import pytest
 from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
-from runs import services
+from runs.control.create import run_create
+from runs.executor.entry import run_advance
 from runs.models import RunStatus, StepStatus
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ ECHO = {"tool": "echo", "args": {"value": 1}}
 
 def created_run(operator, capture, steps):  # type: ignore[no-untyped-def]
     with capture(execute=False):
-        return services.run_create(
+        return run_create(
             actor=Actor.for_user(operator), agent="plan", goal="claim next", steps=steps
         )
 
@@ -35,7 +36,7 @@ def test_a_worker_runs_the_next_steps_itself_without_broker_messages(
 ):
     run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 3)
     with django_capture_on_commit_callbacks(execute=False):
-        services.run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
+        run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
     assert statuses(run) == [StepStatus.SUCCEEDED] * 3
@@ -55,7 +56,7 @@ def test_past_its_time_slice_a_worker_sends_the_next_step_to_the_queue(
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 0
     run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 3)
     with django_capture_on_commit_callbacks(execute=False):
-        services.run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
+        run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     # Step 1 waits in the queue for its (here dropped) message; the sweeper re-sends one.
     assert statuses(run) == [StepStatus.SUCCEEDED, StepStatus.QUEUED, StepStatus.PENDING]
 
@@ -66,12 +67,12 @@ def test_a_step_that_needs_a_reviewer_stops_the_worker(
     email = {"tool": "send_email", "args": {"to": ["a@example.com"], "subject": "s", "body": "b"}}
     run = created_run(operator, django_capture_on_commit_callbacks, [ECHO, email, ECHO])
     with django_capture_on_commit_callbacks(execute=False):
-        services.run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
+        run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     run.refresh_from_db()
-    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.status == RunStatus.WAITING
     assert statuses(run) == [
         StepStatus.SUCCEEDED,
-        StepStatus.AWAITING_APPROVAL,
+        StepStatus.WAITING,
         StepStatus.PENDING,
     ]
 
@@ -81,5 +82,5 @@ def test_advancing_without_execute_only_queues_the_next_step(
 ):
     run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 2)
     with django_capture_on_commit_callbacks(execute=False):
-        services.run_advance(run_id=run.pk, actor=Actor.system())
+        run_advance(run_id=run.pk, actor=Actor.system())
     assert statuses(run) == [StepStatus.QUEUED, StepStatus.PENDING]

@@ -4,8 +4,9 @@ import pytest
 
 from agentops.actors import Actor
 from agentops.errors import Conflict
+from runs.control.create import run_create, step_append
+from runs.control.lifecycle import run_complete
 from runs.models import RunStatus, StepStatus
-from runs.services import run_complete, run_create, step_append
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,9 @@ import pytest
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
+from runs.control.create import run_create
+from runs.control.fork import run_fork
 from runs.models import RunStatus, StepStatus
-from runs.services import run_create, run_fork
 from tests.tools import CALLS
 
 pytestmark = pytest.mark.django_db
@@ -59,9 +60,9 @@ def test_edited_arguments_get_a_new_key_and_need_approval(
             args={"expression": "2+2"},
         )
     fork.refresh_from_db()
-    assert fork.status == RunStatus.AWAITING_APPROVAL
+    assert fork.status == RunStatus.WAITING
     edited = fork.steps.get(index=2)
-    assert edited.status == StepStatus.AWAITING_APPROVAL
+    assert edited.status == StepStatus.WAITING
     assert edited.args == {"expression": "2+2"}
     assert edited.idempotency_key != source.steps.get(index=2).idempotency_key
 

@@ -11,11 +11,15 @@ from runs.models import Run, RunStatus
 pytestmark = pytest.mark.django_db
 
 ERROR = {"type": "test", "message": "test"}
-KWARGS = {"fail": {"error": ERROR}, "cancel": {"error": ERROR}}
+KWARGS: dict[str, dict[str, object]] = {
+    "fail": {"error": ERROR},
+    "cancel": {"error": ERROR},
+    "wait": {"gate": "approval"},
+}
 METHODS = [
     "start",
-    "await_approval",
-    "continue_approved",
+    "wait",
+    "unblock",
     "succeed",
     "fail",
     "cancel",
@@ -24,14 +28,14 @@ METHODS = [
 # (source, method) → target, as ARCHITECTURE.md's run state model says.
 ALLOWED = {
     (RunStatus.QUEUED, "start"): RunStatus.RUNNING,
-    (RunStatus.RUNNING, "await_approval"): RunStatus.AWAITING_APPROVAL,
-    (RunStatus.AWAITING_APPROVAL, "continue_approved"): RunStatus.RUNNING,
+    (RunStatus.RUNNING, "wait"): RunStatus.WAITING,
+    (RunStatus.WAITING, "unblock"): RunStatus.RUNNING,
     (RunStatus.RUNNING, "succeed"): RunStatus.SUCCEEDED,
     (RunStatus.RUNNING, "fail"): RunStatus.FAILED,
-    (RunStatus.AWAITING_APPROVAL, "fail"): RunStatus.FAILED,
+    (RunStatus.WAITING, "fail"): RunStatus.FAILED,
     (RunStatus.QUEUED, "cancel"): RunStatus.CANCELLED,
     (RunStatus.RUNNING, "cancel"): RunStatus.CANCELLED,
-    (RunStatus.AWAITING_APPROVAL, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.WAITING, "cancel"): RunStatus.CANCELLED,
     (RunStatus.FAILED, "resume"): RunStatus.RUNNING,
 }
 FORBIDDEN = [

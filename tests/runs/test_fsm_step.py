@@ -25,7 +25,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "cancel": {"now": NOW},
 }
 METHODS = [
-    "request_approval",
+    "wait",
     "enqueue",
     "claim",
     "succeed",
@@ -39,20 +39,20 @@ METHODS = [
 S = StepStatus
 # (source, method) → target, as ARCHITECTURE.md's step state model says.
 ALLOWED = {
-    (S.PENDING, "request_approval"): S.AWAITING_APPROVAL,
+    (S.PENDING, "wait"): S.WAITING,
     (S.PENDING, "enqueue"): S.QUEUED,
-    (S.AWAITING_APPROVAL, "enqueue"): S.QUEUED,
+    (S.WAITING, "enqueue"): S.QUEUED,
     (S.WAITING_RETRY, "enqueue"): S.QUEUED,
     (S.QUEUED, "claim"): S.RUNNING,
     (S.RUNNING, "succeed"): S.SUCCEEDED,
     (S.RUNNING, "schedule_retry"): S.WAITING_RETRY,
     (S.RUNNING, "fail"): S.FAILED,
     (S.FAILED, "retry"): S.QUEUED,
-    (S.AWAITING_APPROVAL, "reject"): S.REJECTED,
+    (S.WAITING, "reject"): S.REJECTED,
     (S.PENDING, "skip"): S.SKIPPED,
     **{
         (source, "cancel"): S.CANCELLED
-        for source in [S.PENDING, S.AWAITING_APPROVAL, S.QUEUED, S.RUNNING, S.WAITING_RETRY]
+        for source in [S.PENDING, S.WAITING, S.QUEUED, S.RUNNING, S.WAITING_RETRY]
     },
 }
 FORBIDDEN = [

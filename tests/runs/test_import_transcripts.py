@@ -73,7 +73,7 @@ def test_imports_tau_bench_conversations_as_started_runs(
         }
         calls = sum(len(m.get("tool_calls") or []) for m in item["traj"])
         assert run.steps.count() == calls
-        assert run.status in {RunStatus.SUCCEEDED, RunStatus.AWAITING_APPROVAL}
+        assert run.status in {RunStatus.SUCCEEDED, RunStatus.WAITING}
 
 
 def test_a_single_message_list_is_one_run_requested_by_the_importer(

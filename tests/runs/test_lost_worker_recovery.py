@@ -11,8 +11,14 @@ from django.utils import timezone
 
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
-from runs import services
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
+from runs.executor.claim import Claim, claim_step, step_heartbeat
+from runs.executor.entry import run_advance
+from runs.executor.ledger import ledger_settle
+from runs.executor.record import outcome_of, record_outcome
 from runs.models import AttemptStatus, CallStatus, RunStatus, Step, StepStatus, ToolCall
+from runs.recovery import sweep
 from tests.tools import CALLS
 
 pytestmark = pytest.mark.django_db
@@ -21,17 +27,17 @@ pytestmark = pytest.mark.django_db
 def queued_step(operator, capture, tool):  # type: ignore[no-untyped-def]
     """A run whose only step is queued, its execute message 'lost' (not executed)."""
     with capture(execute=False):
-        run = services.run_create(
+        run = run_create(
             actor=Actor.for_user(operator), agent="plan", goal="t", steps=[{"tool": tool}]
         )
-    services.run_advance(run_id=run.pk, actor=Actor.system())
+    run_advance(run_id=run.pk, actor=Actor.system())
     step = run.steps.get()
     assert step.status == StepStatus.QUEUED
     return step
 
 
-def crash_after_claim(step: Step) -> services._Claim:
-    claim = services._claim(step.pk, Actor.worker())
+def crash_after_claim(step: Step) -> Claim:
+    claim = claim_step(step.pk, Actor.worker())
     assert claim is not None
     Step.objects.filter(pk=step.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     return claim
@@ -43,7 +49,7 @@ def test_an_idempotent_step_whose_worker_died_runs_again(
     step = queued_step(operator, django_capture_on_commit_callbacks, "test_count")
     crash_after_claim(step)
     with django_capture_on_commit_callbacks(execute=True):
-        counts = services.sweep(actor=Actor.system("sweeper"))
+        counts = sweep(actor=Actor.system("sweeper"))
     assert counts["lost"] == 1
     step.refresh_from_db()
     assert step.status == StepStatus.SUCCEEDED
@@ -61,7 +67,7 @@ def test_a_non_idempotent_call_with_unknown_outcome_is_not_repeated(
     step = queued_step(operator, django_capture_on_commit_callbacks, "test_send")
     crash_after_claim(step)
     with django_capture_on_commit_callbacks(execute=True):
-        services.sweep(actor=Actor.system("sweeper"))
+        sweep(actor=Actor.system("sweeper"))
     step.refresh_from_db()
     assert step.status == StepStatus.FAILED
     assert step.error["type"] == "outcome_unknown"
@@ -73,14 +79,14 @@ def test_an_effect_recorded_in_the_ledger_is_returned_not_repeated(
     operator, django_capture_on_commit_callbacks
 ):
     step = queued_step(operator, django_capture_on_commit_callbacks, "test_send")
-    claim = services._claim(step.pk, Actor.worker())
+    claim = claim_step(step.pk, Actor.worker())
     assert claim is not None
-    outcome = services._outcome_of(claim, Actor.worker())
+    outcome = outcome_of(claim, Actor.worker())
     # The effect happened and reached the ledger; the worker died before moving the step on.
-    services._settle_ledger(claim, outcome, timezone.now())
+    ledger_settle(claim.step, claim.plan, outcome, timezone.now())
     Step.objects.filter(pk=step.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
-        services.sweep(actor=Actor.system("sweeper"))
+        sweep(actor=Actor.system("sweeper"))
     step.refresh_from_db()
     assert step.status == StepStatus.SUCCEEDED
     assert step.result == 1
@@ -92,13 +98,13 @@ def test_a_heartbeat_extends_the_lease_until_it_is_lost(
     operator, django_capture_on_commit_callbacks
 ):
     step = queued_step(operator, django_capture_on_commit_callbacks, "test_count")
-    claim = services._claim(step.pk, Actor.worker())
+    claim = claim_step(step.pk, Actor.worker())
     assert claim is not None
     owner = Actor.worker().id
-    assert services.step_heartbeat(step_id=step.pk, owner=owner, extend_seconds=600)
+    assert step_heartbeat(step_id=step.pk, owner=owner, extend_seconds=600)
     step.refresh_from_db()
     assert step.lease_expires_at > timezone.now() + timedelta(seconds=500)
-    assert not services.step_heartbeat(step_id=step.pk, owner="someone-else:1", extend_seconds=5)
+    assert not step_heartbeat(step_id=step.pk, owner="someone-else:1", extend_seconds=5)
 
 
 def test_cancelling_while_a_step_runs_records_its_outcome_but_stops_the_run(
@@ -106,12 +112,12 @@ def test_cancelling_while_a_step_runs_records_its_outcome_but_stops_the_run(
 ):
     step = queued_step(operator, django_capture_on_commit_callbacks, "test_send")
     worker = Actor.worker()
-    claim = services._claim(step.pk, worker)
+    claim = claim_step(step.pk, worker)
     assert claim is not None
-    outcome = services._outcome_of(claim, worker)  # the effect happens...
-    services.run_cancel(run_id=step.run_id, actor=Actor.for_user(operator), reason="stop")
+    outcome = outcome_of(claim, worker)  # the effect happens...
+    run_cancel(run_id=step.run_id, actor=Actor.for_user(operator), reason="stop")
     with django_capture_on_commit_callbacks(execute=True):
-        services._record_outcome(claim, outcome, worker)  # ...and is recorded after the cancel
+        record_outcome(claim, outcome, worker)  # ...and is recorded after the cancel
     step.refresh_from_db()
     assert step.status == StepStatus.CANCELLED
     assert step.attempt_set.get().status == AttemptStatus.SUCCEEDED

@@ -5,8 +5,8 @@ import pytest
 from agentops.actors import Actor
 from approvals.services import approval_decide
 from audit.selectors import chain_verify
+from runs.control.create import run_create
 from runs.models import Run, RunStatus, StepStatus
-from runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ def test_high_risk_step_waits_for_a_reviewer(
             ],
         )
     run.refresh_from_db()
-    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert run.status == RunStatus.WAITING
     step = run.steps.get()
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(

@@ -9,8 +9,10 @@ from agentops.errors import Conflict
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
+from runs.executor.entry import run_advance, step_execute
 from runs.models import RunStatus, StepStatus
-from runs.services import run_advance, run_cancel, run_create, step_execute
 from tests.conftest import make_user
 from tests.races import run_together
 from tests.tools import CALLS

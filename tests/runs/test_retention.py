@@ -12,8 +12,10 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
-from runs.services import retention_purge, run_cancel, run_create
+from runs.retention import retention_purge
 
 pytestmark = pytest.mark.django_db
 

@@ -4,8 +4,8 @@ import pytest
 
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
+from runs.control.create import run_create
 from runs.models import RunStatus, StepStatus, ToolCall
-from runs.services import run_create
 
 pytestmark = pytest.mark.django_db
 

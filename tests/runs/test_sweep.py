@@ -7,8 +7,9 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from approvals.models import ApprovalStatus
+from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step, StepStatus
-from runs.services import run_create, sweep
+from runs.recovery import sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,7 @@ def test_a_queued_step_whose_message_was_lost_is_sent_again(
             goal="lost step",
             steps=[{"tool": "echo", "args": {"value": 1}}],
         )
-    from runs.services import run_advance
+    from runs.executor.entry import run_advance
 
     with django_capture_on_commit_callbacks(execute=True):
         run_advance(run_id=run.pk, actor=Actor.system())
@@ -76,7 +77,7 @@ def test_overdue_approvals_expire_and_fail_their_run(operator, django_capture_on
     )
     with django_capture_on_commit_callbacks(execute=True):
         counts = sweep(actor=Actor.system("sweeper"))
-    assert counts["expired_approvals"] == 1
+    assert counts["expired_gates"] == 1
     approval.refresh_from_db()
     run.refresh_from_db()
     assert approval.status == ApprovalStatus.EXPIRED
@@ -114,7 +115,7 @@ def test_a_queued_step_is_sent_again_at_most_once_per_requeue_period(
             goal="backlog",
             steps=[{"tool": "echo", "args": {"value": 1}}],
         )
-    from runs.services import run_advance
+    from runs.executor.entry import run_advance
 
     with django_capture_on_commit_callbacks(execute=True):
         run_advance(run_id=run.pk, actor=Actor.system())

@@ -89,7 +89,7 @@ def test_replaying_tau_bench_airline_with_a_reviewer(worker, operator, reviewer,
     assert runs.keys() == calls.keys()
 
     # Phase 1: every run goes as far as it can without a reviewer.
-    settled = [RunStatus.SUCCEEDED, RunStatus.AWAITING_APPROVAL]
+    settled = [RunStatus.SUCCEEDED, RunStatus.WAITING]
 
     def all_settled() -> bool:
         fail_on_broken_runs()
@@ -104,10 +104,10 @@ def test_replaying_tau_bench_airline_with_a_reviewer(worker, operator, reviewer,
             assert run.status == RunStatus.SUCCEEDED, key
             assert {s.status for s in steps} <= {StepStatus.SUCCEEDED}, key
             continue
-        assert run.status == RunStatus.AWAITING_APPROVAL, key
+        assert run.status == RunStatus.WAITING, key
         assert [s.status for s in steps] == (
             [StepStatus.SUCCEEDED] * first_write
-            + [StepStatus.AWAITING_APPROVAL]
+            + [StepStatus.WAITING]
             + [StepStatus.PENDING] * (len(steps) - first_write - 1)
         ), key
         assert steps[first_write].approval.status == ApprovalStatus.PENDING

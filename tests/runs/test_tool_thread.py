@@ -5,7 +5,7 @@ import threading
 import time
 
 import tests.tools  # noqa: F401  (registers the test tools)
-from runs.execution import call_tool
+from runs.executor.call import call_tool
 from runs.tools import ToolContext, get_tool
 
 

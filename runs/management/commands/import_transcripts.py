@@ -3,7 +3,7 @@ conversations as transcript runs.
 
 FILE is JSON in the τ-bench shape: a list of objects with ``traj`` (an OpenAI chat message
 list) and optionally ``task_id``, ``trial`` and ``reward``; or a single message list. Each
-conversation becomes one transcript run (``runs.services.run_create``), started at once: its
+conversation becomes one transcript run (``runs.control.create.run_create``), started at once: its
 tool calls become steps, writes wait for a reviewer. A conversation that does not parse is
 reported with its index and skipped; the others are still imported.
 """
@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from runs.services import run_create
+from runs.control.create import run_create
 
 GOAL_TEXT_CHARS = 200
 SHOWN_RUN_IDS = 3

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.actors import Actor
-from runs.services import retention_purge
+from runs.retention import retention_purge
 
 
 class Command(BaseCommand):

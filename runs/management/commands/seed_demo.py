@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand
 
 from agentops.actors import Actor
 from agentops.roles import OPERATORS, REVIEWERS
+from runs.control.create import run_create
 from runs.models import Run
-from runs.services import run_create
 
 DEMO_TRANSCRIPT = [
     {"role": "system", "content": "You are an airline support agent."},

@@ -1,7 +1,7 @@
 """Calling one tool: its timeout, its outcome and its structured error.
 
-Nothing here touches the database; ``runs.services`` claims the step before and records the
-outcome after.
+Nothing here touches the database: ``runs.executor.claim`` claims the step before and
+``runs.executor.record`` records the outcome after.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import random
 import threading
 import time
 import traceback
@@ -17,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
@@ -52,21 +50,6 @@ def structured_error(
         "retryable": retryable,
         "at": timezone.now().isoformat(),
     }
-
-
-def backoff_seconds(attempt: int) -> float:
-    """Delay before the retry that follows attempt number ``attempt`` (1-based), in seconds.
-
-    Exponential backoff with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And
-    Jitter", 2015): ``d = min(cap, base * 2**(attempt-1))``, then a uniform pick in
-    ``[d/2, d]``, so retries of many steps do not arrive together. ``base`` and ``cap`` are
-    ``AGENTOPS_RETRY_BASE_SECONDS`` and ``AGENTOPS_RETRY_MAX_SECONDS``.
-    """
-    ceiling = min(
-        settings.AGENTOPS_RETRY_MAX_SECONDS,
-        settings.AGENTOPS_RETRY_BASE_SECONDS * 2 ** max(0, attempt - 1),
-    )
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 Job = tuple[Callable[[], None], threading.Event]

@@ -1,0 +1,35 @@
+"""Retention of approval rows: requests and their decisions go with the steps and runs they
+belong to (``runs.retention`` calls this app's ``ApprovalRows``, registered at start-up)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import connection
+
+# A request and its decisions in one statement (foreign keys are checked at commit).
+_DELETE_FOR_STEPS = """
+WITH requests AS (
+    DELETE FROM approvals_approvalrequest WHERE step_id = ANY(%s) RETURNING id
+)
+DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
+"""
+_DELETE_FOR_RUNS = """
+WITH requests AS (
+    DELETE FROM approvals_approvalrequest WHERE run_id = ANY(%s) RETURNING id
+)
+DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
+"""
+
+
+class ApprovalRows:
+    """Deletes the approval requests (and decisions) of steps and runs that retention deletes
+    (``runs.retention.DependentRows``; PostgreSQL only, like the batches that call it)."""
+
+    def delete_for_steps(self, step_ids: list[int]) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_DELETE_FOR_STEPS, [step_ids])
+
+    def delete_for_runs(self, run_ids: list[uuid.UUID]) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_DELETE_FOR_RUNS, [run_ids])

@@ -1,0 +1,179 @@
+"""Creating runs and appending steps: inputs checked, steps classified by the step policy
+(``runs.gates``), rows inserted, the run woken after commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from agentops import rows
+from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
+from audit.services import audited_atomic
+from runs.agents import StepSpec, agent_for
+from runs.agents.base import parse_step_list
+from runs.gates import Classification, StepRequest, step_policy
+from runs.models import AgentKind, Run, Step
+from runs.tools import get_tool
+from runs.transitions import lock_run, record_transition, save_run
+from runs.wakeups import advance_run_on_commit
+
+
+def args_hash(args: dict[str, Any]) -> str:
+    """SHA-256 hex digest of the canonical JSON (sorted keys, no spaces) of ``args``."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
+    """Check a step spec's tool and arguments; ``where`` names it in the error.
+
+    Raises:
+        InvalidInput: the tool is unknown (when ``registered_only``), or the arguments fail
+            the tool's JSON schema.
+    """
+    tool = get_tool(spec.tool)
+    if tool is None:
+        if registered_only:
+            raise InvalidInput(f"{where}.tool: unknown tool {spec.tool!r}", field=f"{where}.tool")
+        return
+    reason = tool.validate_args(spec.args)
+    if reason:
+        raise InvalidInput(f"{where}.args: {reason}", field=f"{where}.args")
+
+
+def new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> Step:
+    """An unsaved pending step of ``run`` at ``index``, classified as ``klass``."""
+    tool = get_tool(spec.tool)
+    digest = args_hash(spec.args)
+    return Step(
+        run=run,
+        index=index,
+        tool=spec.tool,
+        args=spec.args,
+        args_hash=digest,
+        idempotency_key=f"{run.pk}:{index}:{spec.tool}:{digest}",
+        risk=klass.risk,
+        gate=klass.gate,
+        gate_params=klass.params,
+        rationale=spec.rationale,
+        tool_call_id=spec.tool_call_id,
+        recorded_result=spec.recorded_result,
+        max_attempts=tool.max_attempts if tool else settings.AGENTOPS_DEFAULT_MAX_ATTEMPTS,
+        timeout_seconds=(
+            tool.timeout_seconds if tool else settings.AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS
+        ),
+    )
+
+
+def insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
+    """Insert new steps in one statement and record their creation."""
+    rows.insert(steps)
+    for step in steps:
+        record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=step.index)
+    return steps
+
+
+def create_steps(
+    run: Run, specs: list[StepSpec], *, first_index: int, actor: Actor, edited: int | None = None
+) -> list[Step]:
+    """Classify ``specs`` (the one at position ``edited`` has arguments a person edited),
+    then insert them as pending steps of ``run`` from ``first_index`` on."""
+    requests = [
+        StepRequest(spec.tool, spec.args, edited=i == edited) for i, spec in enumerate(specs)
+    ]
+    classes = step_policy().classify(requests)
+    steps = [
+        new_step(run, spec, index=first_index + i, klass=klass)
+        for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
+    ]
+    return insert_steps(steps, actor)
+
+
+def run_create(
+    *,
+    actor: Actor,
+    agent: str,
+    goal: str,
+    steps: Any = None,
+    transcript: Any = None,
+    metadata: Any = None,
+    step_limit: int | None = None,
+    deadline: Any = None,
+) -> Run:
+    """Create a queued run with its initial steps and start it after commit.
+
+    ``agent`` is plan, client or transcript; ``steps`` a list of ``{"tool", "args",
+    "rationale"?}`` (plan, client); ``transcript`` an OpenAI chat message list (transcript);
+    ``metadata`` a JSON object kept as is; ``step_limit`` caps the steps (default
+    ``AGENTOPS_DEFAULT_STEP_LIMIT``); ``deadline`` an aware datetime.
+
+    Raises:
+        InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
+            tool's schema, a transcript that does not parse, more steps than the limit.
+    """
+    if not isinstance(goal, str) or not goal.strip():
+        raise InvalidInput("goal must be a non-empty string", field="goal")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object", field="metadata")
+    handler = agent_for(agent)
+    prepared = handler.prepare({"steps": steps, "transcript": transcript})
+    for i, spec in enumerate(prepared.steps):
+        validate_spec(spec, where=f"steps[{i}]", registered_only=handler.needs_registered_tools)
+    limit = step_limit or settings.AGENTOPS_DEFAULT_STEP_LIMIT
+    if len(prepared.steps) > limit:
+        raise InvalidInput(
+            f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
+        )
+    with audited_atomic():
+        run = Run.objects.create(
+            goal=goal,
+            agent=agent,
+            input=prepared.input,
+            metadata=metadata,
+            conversation=prepared.conversation,
+            requested_by=actor.user,
+            step_limit=limit,
+            deadline=deadline,
+        )
+        record_transition(actor, run, "", agent=agent, goal=goal)
+        create_steps(run, prepared.steps, first_index=0, actor=actor)
+        advance_run_on_commit(run.pk)
+    return run
+
+
+def step_append(
+    *, actor: Actor, run_id: uuid.UUID, tool: str, args: Any, rationale: str = ""
+) -> Step:
+    """Append one step to a client run; it runs when the steps before it are done.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: unknown tool or arguments that fail its schema; not a client run.
+        Conflict: the run is finished, or its client already completed it.
+    """
+    specs = parse_step_list(
+        [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
+    )
+    validate_spec(specs[0], where="step", registered_only=True)
+    with audited_atomic():
+        run = lock_run(run_id)
+        if run.agent != AgentKind.CLIENT:
+            raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
+        if run.is_terminal:
+            raise Conflict(f"run is {run.status}: no more steps can be appended")
+        if run.client_done:
+            raise Conflict("the client already completed this run")
+        count = run.steps.count()
+        if count >= run.step_limit:
+            raise Conflict(f"run reached its step limit of {run.step_limit}")
+        (step,) = create_steps(run, specs, first_index=count, actor=actor)
+        save_run(run)
+        advance_run_on_commit(run.pk)
+    return step

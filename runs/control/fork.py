@@ -1,0 +1,114 @@
+"""Forking a run: a new run that starts from the checkpoint before one of its steps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from agentops.actors import Actor
+from agentops.errors import InvalidInput
+from audit.services import audited_atomic
+from runs.agents import StepSpec
+from runs.control.create import create_steps
+from runs.models import AgentKind, Checkpoint, Run, Step
+from runs.statuses import StepStatus
+from runs.tools import get_tool
+from runs.transitions import record_transition
+from runs.wakeups import advance_run_on_commit
+
+
+def run_fork(
+    *, run_id: uuid.UUID, actor: Actor, from_index: int, args: dict[str, Any] | None = None
+) -> Run:
+    """Start a new run from the checkpoint before step ``from_index`` of run ``run_id``.
+
+    Steps ``0 .. from_index-1`` must have succeeded: the new run gets them as succeeded steps
+    with their recorded results and checkpoints (no tool is called again), and starts with the
+    state of the checkpoint before ``from_index``. The source's later steps are copied as
+    pending (plan and transcript runs; a client run's client appends its own), the first of
+    them with ``args`` instead of its arguments when given: edited arguments get a new
+    idempotency key, and the step policy classifies them as edited (the approval policy has
+    a reviewer approve them, whatever their risk). The new run's metadata names its source
+    (``forked_from``).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: ``from_index`` out of range or past a step that did not succeed;
+            ``args`` not an object or failing the tool's schema; ``args`` with nothing to edit.
+    """
+    source = Run.objects.get(pk=run_id)
+    steps = list(source.steps.order_by("index"))
+    if not isinstance(from_index, int) or not 0 <= from_index <= len(steps):
+        raise InvalidInput(f"from_index must be between 0 and {len(steps)}", field="from_index")
+    not_done = [s.index for s in steps[:from_index] if s.status != StepStatus.SUCCEEDED]
+    if not_done:
+        raise InvalidInput(
+            f"step {not_done[0]} did not succeed: fork from index {not_done[0]} or earlier",
+            field="from_index",
+        )
+    later = steps[from_index:] if source.agent != AgentKind.CLIENT else []
+    if args is not None:
+        if not later:
+            raise InvalidInput("there is no step at from_index whose args could be edited")
+        if not isinstance(args, dict):
+            raise InvalidInput("args must be an object", field="args")
+        tool = get_tool(later[0].tool)
+        reason = tool.validate_args(args) if tool else None
+        if reason:
+            raise InvalidInput(f"args: {reason}", field="args")
+    checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
+    with audited_atomic():
+        run = Run.objects.create(
+            goal=source.goal,
+            agent=source.agent,
+            input=source.input,
+            metadata={
+                **source.metadata,
+                "forked_from": {"run": str(source.pk), "index": from_index},
+            },
+            conversation=source.conversation,
+            requested_by=actor.user,
+            step_limit=source.step_limit,
+            state=checkpoints.get(from_index - 1, {}),
+        )
+        record_transition(
+            actor, run, "", agent=run.agent, forked_from=str(source.pk), from_index=from_index
+        )
+        for old in steps[:from_index]:
+            step = Step.objects.create(
+                run=run,
+                index=old.index,
+                tool=old.tool,
+                args=old.args,
+                args_hash=old.args_hash,
+                idempotency_key=f"{run.pk}:{old.index}:{old.tool}:{old.args_hash}",
+                risk=old.risk,
+                gate=old.gate,
+                gate_params=old.gate_params,
+                rationale=old.rationale,
+                tool_call_id=old.tool_call_id,
+                recorded_result=old.recorded_result,
+                status=StepStatus.SUCCEEDED,
+                result=old.result,
+                max_attempts=old.max_attempts,
+                timeout_seconds=old.timeout_seconds,
+            )
+            record_transition(actor, step, "", reused_from_step=old.pk, index=old.index)
+            Checkpoint.objects.create(
+                run=run, step=step, index=step.index, state=checkpoints.get(old.index, {})
+            )
+        specs = [
+            StepSpec(
+                tool=old.tool,
+                args=args if position == 0 and args is not None else old.args,
+                rationale=old.rationale,
+                tool_call_id=old.tool_call_id,
+                recorded_result=old.recorded_result,
+            )
+            for position, old in enumerate(later)
+        ]
+        create_steps(
+            run, specs, first_index=from_index, actor=actor, edited=0 if args is not None else None
+        )
+        advance_run_on_commit(run.pk)
+    return run

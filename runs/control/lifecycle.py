@@ -1,0 +1,114 @@
+"""A run's lifecycle after creation: its client completes it, an operator cancels or
+resumes it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.utils import timezone
+
+from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
+from audit.services import audit_record, audited_atomic
+from runs.executor.advance import advance_locked
+from runs.executor.gates import gate_cancel_locked
+from runs.models import AgentKind, Run
+from runs.statuses import STEP_OPEN, RunStatus, StepStatus
+from runs.transitions import lock_run, lock_steps, record_transition, save_run, save_step
+from runs.wakeups import execute_step_on_commit
+
+
+def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
+    """A client app says it appends no more steps; the run succeeds once its steps are done.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: not a client run.
+        Conflict: the run is already finished or completed.
+    """
+    with audited_atomic():
+        run = lock_run(run_id)
+        if run.agent != AgentKind.CLIENT:
+            raise InvalidInput(f"only client runs are completed by their client, not {run.agent}")
+        if run.is_terminal:
+            raise Conflict(f"run is already {run.status}")
+        if run.client_done:
+            raise Conflict("the client already completed this run")
+        run.client_done = True
+        save_run(run)
+        audit_record(
+            actor=actor,
+            verb="run.client_completed",
+            object_type="run",
+            object_id=run.pk,
+            run_id=run.pk,
+            from_state=run.status,
+            to_state=run.status,
+        )
+        advance_locked(run, actor)
+    return run
+
+
+def cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
+    """Cancel every open step of a locked run, closing the gate a step waits at."""
+    for step in lock_steps(run, sorted(STEP_OPEN)):
+        from_state = step.status
+        if from_state == StepStatus.WAITING:
+            gate_cancel_locked(run=run, step=step, actor=actor)
+        step.cancel(now=now)
+        save_step(step, status_was=from_state)
+        record_transition(actor, step, from_state)
+
+
+def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
+    """Cancel a run and every step and approval still open.
+
+    A step that is running when the run is cancelled finishes on its worker, but its outcome
+    no longer moves the run (``step_execute`` sees the step cancelled).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        TransitionNotAllowed: the run is already succeeded, failed or cancelled.
+    """
+    with audited_atomic():
+        run = lock_run(run_id)
+        from_state, from_gate = run.status, run.gate
+        error = {"type": "cancelled", "message": reason or "cancelled", "by": actor.name}
+        run.cancel(error=error)
+        now = timezone.now()
+        run.finished_at = now
+        save_run(run)
+        record_transition(actor, run, from_state, from_gate=from_gate, reason=reason)
+        cancel_open_steps(run, actor, now)
+    return run
+
+
+def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
+    """Continue a failed run from its failed step; steps that succeeded are not run again.
+
+    The failed step is queued again with fresh attempts (its earlier attempts are kept).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        TransitionNotAllowed: the run is not failed.
+        Conflict: a reviewer rejected the step the run failed on (fork the run instead).
+    """
+    with audited_atomic():
+        run = lock_run(run_id)
+        last = run.steps.select_for_update().exclude(status=StepStatus.PENDING).order_by("-index")
+        failed = last.first()
+        if failed is not None and failed.status == StepStatus.REJECTED:
+            raise Conflict("a reviewer rejected this run's step: it cannot be resumed")
+        run.resume()
+        run.finished_at = None
+        save_run(run)
+        record_transition(actor, run, RunStatus.FAILED)
+        if failed is not None and failed.status == StepStatus.FAILED:
+            failed.retry()
+            save_step(failed, status_was=StepStatus.FAILED)
+            record_transition(actor, failed, StepStatus.FAILED)
+            execute_step_on_commit(failed.pk)
+        else:
+            advance_locked(run, actor)
+    return run

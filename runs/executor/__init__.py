@@ -1,0 +1,12 @@
+"""The executor: how a run's steps are claimed, called, recorded and moved on.
+
+Each step is a chain of short transactions with the tool called between two of them, never
+inside one: ``claim`` (queued → running under a lease, its attempt row, its ledger row opened),
+``call`` (the tool, with its timeout, in a tool thread), ``record`` (the outcome, the ledger
+settled, a checkpoint, and ``advance``: the run's next step queued, claimed for the same
+worker, stopped at its gate, or the run finished). ``entry`` holds the three entry points the
+wake-ups call; ``gates`` the executor's side of the gate protocol (``runs.gates``).
+
+Rows the executor reads and writes on every step go through ``agentops.rows`` (plain SQL) with
+the columns each model declares (``UPDATED_FIELDS``); locks follow ``runs.transitions``.
+"""

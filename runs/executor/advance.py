@@ -1,0 +1,66 @@
+"""Moving a run on: start it, stop its next step at its gate, queue (or claim) that step, or
+finish the run."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from agentops.actors import Actor
+from runs.agents import agent_for
+from runs.executor.claim import Claim, claim_locked
+from runs.executor.finish import fail_run_locked, skip_pending_locked
+from runs.executor.gates import gate_open_locked
+from runs.models import Run
+from runs.statuses import STEP_OPEN, RunStatus, StepStatus
+from runs.transitions import lock_steps, record_transition, save_run, save_step
+from runs.wakeups import execute_step_on_commit
+
+_OPEN_STEP_STATUSES = sorted(STEP_OPEN)
+
+
+def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | None:
+    """Move a locked run on: start it, stop its next step at its gate or queue it, or finish
+    the run.
+
+    The caller holds the run's row lock inside a transaction. Does nothing while a step is in
+    flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
+    A queued step is sent to the workers after commit; with ``claim`` (the caller is a worker
+    that will execute it) it is claimed for ``actor`` in this transaction instead and the
+    claim returned, which spares a commit and a broker round trip per step.
+    """
+    if run.status == RunStatus.QUEUED:
+        run.start()
+        run.started_at = timezone.now()
+        save_run(run)
+        record_transition(actor, run, RunStatus.QUEUED)
+    if run.status != RunStatus.RUNNING:
+        return None
+    if run.deadline and timezone.now() >= run.deadline:
+        skip_pending_locked(run, actor)
+        fail_run_locked(
+            run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"}
+        )
+        return None
+    # Steps run in index order, so the first open step is in flight or the next to start.
+    found = lock_steps(run, _OPEN_STEP_STATUSES, limit=1)
+    step = found[0] if found else None
+    if step is not None and step.status != StepStatus.PENDING:
+        return None
+    if step is None:
+        if agent_for(run.agent).is_finished(run):
+            run.succeed()
+            run.finished_at = timezone.now()
+            save_run(run)
+            record_transition(actor, run, RunStatus.RUNNING)
+        return None
+    if step.gate:
+        gate_open_locked(run, step, actor)
+        return None
+    step.enqueue()
+    record_transition(actor, step, StepStatus.PENDING)
+    if claim:
+        # Queued and claimed in one transaction: one write of the row for both transitions.
+        return claim_locked(run, step, actor, status_was=StepStatus.PENDING)
+    save_step(step, status_was=StepStatus.PENDING)
+    execute_step_on_commit(step.pk)
+    return None

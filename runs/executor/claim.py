@@ -1,0 +1,84 @@
+"""Claiming a queued step: queued → running under a lease, its attempt row, its ledger row;
+and the heartbeat that extends the lease while the tool runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from agentops import rows
+from agentops.actors import Actor
+from audit.services import audited_atomic
+from runs.executor.ledger import ledger_open
+from runs.models import Run, Step, StepAttempt
+from runs.statuses import AttemptStatus, RunStatus, StepStatus
+from runs.transitions import lock_run_of_step, lock_step, record_transition, save_step
+
+
+@dataclass
+class Claim:
+    """A claimed step and how to get its outcome (``runs.executor.ledger``: ``CALL``,
+    ``REPLAY``, ``LEDGER`` with the ``ledger_result``, or ``UNKNOWN``)."""
+
+    step: Step
+    plan: str
+    ledger_result: Any = None
+
+
+def claim_locked(
+    run: Run, step: Step, actor: Actor, *, status_was: str = StepStatus.QUEUED
+) -> Claim:
+    """Claim a queued step of a running run for ``actor`` (both locked by the caller):
+    queued → running under a lease, its attempt row, its ledger row opened. ``status_was``
+    is the status of the step's row (pending when it was queued in this transaction)."""
+    now = timezone.now()
+    # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat extends
+    # it. Past it, the sweeper takes the worker for dead.
+    lease = now + timedelta(seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS)
+    step.claim(owner=actor.id, lease_expires_at=lease, now=now)
+    save_step(step, status_was=status_was)
+    rows.insert(
+        [
+            StepAttempt(
+                step=step,
+                number=step.attempts,
+                status=AttemptStatus.RUNNING,
+                worker=actor.id,
+                started_at=now,
+            )
+        ]
+    )
+    plan, ledger_result = ledger_open(run, step, now)
+    record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
+    return Claim(step, plan, ledger_result)
+
+
+def claim_step(step_id: int, actor: Actor) -> Claim | None:
+    """Claim the queued step ``step_id`` in its own transaction; None when it is not queued
+    or its run is not running (a duplicate or late wake-up: nothing to do)."""
+    with audited_atomic():
+        run = lock_run_of_step(step_id)
+        if run is None:
+            return None
+        step = lock_step(step_id)
+        if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
+            return None
+        return claim_locked(run, step, actor)
+
+
+def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
+    """Extend the lease of a running step held by ``owner`` to now + ``extend_seconds``
+    (seconds).
+
+    Returns False when the lease is no longer ``owner``'s (the step was cancelled or recovered):
+    the tool should stop. One conditional UPDATE, no lock held.
+    """
+    lease = timezone.now() + timedelta(seconds=extend_seconds)
+    updated = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, lease_owner=owner).update(
+        lease_expires_at=lease
+    )
+    return updated == 1

@@ -1,0 +1,89 @@
+"""The tool-call ledger: one row per idempotency key with the outcome of its side effect.
+
+A claim opens the row of its step's key as ``started`` before the tool is called; recording
+the outcome settles it. A key already ``succeeded`` returns its recorded result instead of
+calling the tool again; a non-idempotent call whose row is still ``started`` (its outcome is
+unknown) is never repeated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentops import rows
+from runs.executor.call import Outcome
+from runs.models import AgentKind, Run, Step, ToolCall
+from runs.statuses import CallStatus
+from runs.tools import get_tool
+
+# How a claimed step gets its outcome: call its tool, replay its recorded output (transcript
+# runs), take the ledger's recorded result, or refuse a repeat whose outcome is unknown.
+CALL, REPLAY, LEDGER, UNKNOWN = "call", "replay", "ledger", "unknown"
+
+
+def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
+    """Open (or re-open) the ledger row of a claimed step's idempotency key for its current
+    attempt; returns (``CALL`` | ``REPLAY`` | ``LEDGER`` | ``UNKNOWN``, the recorded result
+    for ``LEDGER``). The caller holds the step's row lock."""
+    fields = {
+        "run": run,
+        "step": step,
+        "tool": step.tool,
+        "status": CallStatus.STARTED,
+        "attempt": step.attempts,
+        "started_at": now,
+    }
+    replay = run.agent == AgentKind.TRANSCRIPT
+    if step.attempts == 1:
+        # The key names this step and its arguments: no earlier attempt can have opened it.
+        rows.insert([ToolCall(idempotency_key=step.idempotency_key, **fields)])
+        return (REPLAY if replay else CALL), None
+    call, created = ToolCall.objects.select_for_update().get_or_create(
+        idempotency_key=step.idempotency_key, defaults=fields
+    )
+    if not created:
+        if call.status == CallStatus.SUCCEEDED:
+            return LEDGER, call.result
+        tool = get_tool(step.tool)
+        if call.status == CallStatus.STARTED and not replay and tool and not tool.safe_to_repeat:
+            return UNKNOWN, None
+        call.status, call.attempt, call.started_at, call.finished_at = (
+            CallStatus.STARTED,
+            step.attempts,
+            now,
+            None,
+        )
+        call.save()
+    return (REPLAY if replay else CALL), None
+
+
+def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any) -> None:
+    """Record the outcome of the call ``step`` (as claimed) made under ``plan``; an unknown
+    outcome leaves the row ``started``.
+
+    Only while the row still belongs to this attempt: a late attempt (its lease expired and a
+    later attempt re-opened the row) must not overwrite what the later attempt records.
+    """
+    if plan not in (CALL, REPLAY) or outcome.effect_unknown:
+        return
+    rows.update_where(
+        ToolCall,
+        {
+            "status": CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
+            "result": outcome.result if outcome.ok else None,
+            "duration_ms": outcome.duration_ms,
+            "finished_at": now,
+        },
+        {"idempotency_key": step.idempotency_key, "attempt": step.attempts},
+    )
+
+
+def ledger_outcome_unknown(step: Step) -> bool:
+    """Whether the ledger row of ``step``'s key is still ``started`` for a tool that is not
+    safe to repeat: its last call may have taken effect, so it must not be called again."""
+    tool = get_tool(step.tool)
+    if tool is None or tool.safe_to_repeat:
+        return False
+    return ToolCall.objects.filter(
+        idempotency_key=step.idempotency_key, status=CallStatus.STARTED
+    ).exists()

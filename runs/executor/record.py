@@ -1,0 +1,191 @@
+"""Recording one attempt's outcome: the ledger settled, the step succeeded (with its
+checkpoint), waiting to retry with backoff, or failed; then the run moved on, with its next
+step claimed for the same worker when it can run at once."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.utils import timezone
+
+from agentops import rows
+from agentops.actors import Actor
+from audit.services import audited_atomic
+from runs.agents import agent_for
+from runs.executor.advance import advance_locked
+from runs.executor.call import Outcome, call_tool, structured_error
+from runs.executor.claim import Claim, step_heartbeat
+from runs.executor.finish import fail_run_locked
+from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
+from runs.models import Checkpoint, Run, Step, StepAttempt
+from runs.statuses import AttemptStatus, StepStatus
+from runs.tools import ToolContext, get_tool
+from runs.transitions import lock_run, lock_step, record_transition, save_run, save_step
+from runs.wakeups import retry_step_on_commit
+
+logger = logging.getLogger(__name__)
+
+# Attempts at recording an outcome after the database connection dropped.
+RECORD_RETRIES = 3
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Delay before the retry that follows attempt number ``attempt`` (1-based), in seconds.
+
+    Exponential backoff with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And
+    Jitter", 2015): ``d = min(cap, base * 2**(attempt-1))``, then a uniform pick in
+    ``[d/2, d]``, so retries of many steps do not arrive together. ``base`` and ``cap`` are
+    ``AGENTOPS_RETRY_BASE_SECONDS`` and ``AGENTOPS_RETRY_MAX_SECONDS``.
+    """
+    ceiling = min(
+        settings.AGENTOPS_RETRY_MAX_SECONDS,
+        settings.AGENTOPS_RETRY_BASE_SECONDS * 2 ** max(0, attempt - 1),
+    )
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def outcome_of(claim: Claim, actor: Actor) -> Outcome:
+    """The outcome of a claimed step: the ledger's recorded result, a refusal to repeat a call
+    whose outcome is unknown, the recorded output of a transcript step, or its tool's call
+    (with a heartbeat that extends the lease while it runs)."""
+    step = claim.step
+    if claim.plan == LEDGER:
+        return Outcome(True, claim.ledger_result, from_ledger=True)
+    if claim.plan == UNKNOWN:
+        return Outcome(
+            False,
+            error=structured_error(
+                "outcome_unknown",
+                f"an earlier attempt of {step.tool} may have taken effect and the tool is not "
+                "idempotent: not repeated",
+                attempt=step.attempts,
+                retryable=False,
+            ),
+        )
+    if claim.plan == REPLAY:
+        # A transcript step: its effect happened in the recorded conversation; replay it.
+        return Outcome(True, step.recorded_result)
+    tool = get_tool(step.tool)
+    if tool is None:
+        return Outcome(
+            False,
+            error=structured_error(
+                "unknown_tool",
+                f"no tool named {step.tool!r} is registered",
+                attempt=step.attempts,
+                retryable=False,
+            ),
+        )
+    ctx = ToolContext(
+        idempotency_key=step.idempotency_key,
+        run_id=str(step.run_id),
+        step_id=step.pk,
+        attempt=step.attempts,
+        timeout_seconds=step.timeout_seconds,
+        heartbeat=lambda: step_heartbeat(
+            step_id=step.pk,
+            owner=actor.id,
+            extend_seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS,
+        ),
+    )
+    return call_tool(tool, step.args, ctx)
+
+
+def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now: Any) -> None:
+    """After a failed attempt of a locked running step: wait to retry (after
+    ``backoff_seconds``) when the error is retryable and attempts remain, else fail the step
+    and the run."""
+    if error.get("retryable") and step.attempts < step.max_attempts:
+        delay = backoff_seconds(step.attempts)
+        step.schedule_retry(error=error, next_attempt_at=now + timedelta(seconds=delay), now=now)
+        save_step(step, status_was=StepStatus.RUNNING)
+        record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
+        save_run(run)
+        retry_step_on_commit(step.pk, delay)
+        return
+    step.fail(error=error, now=now)
+    save_step(step, status_was=StepStatus.RUNNING)
+    record_transition(actor, step, StepStatus.RUNNING, error=error)
+    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+
+
+def record_outcome(
+    claim: Claim, outcome: Outcome, actor: Actor, *, claim_next: bool = False
+) -> Claim | None:
+    """Record one attempt's outcome and advance the run (one transaction); with
+    ``claim_next``, claim the run's next step for ``actor`` if it can run at once."""
+    with audited_atomic():
+        run = lock_run(claim.step.run_id)
+        step = lock_step(claim.step.pk)
+        now = timezone.now()
+        ledger_settle(claim.step, claim.plan, outcome, now)
+        rows.update_where(
+            StepAttempt,
+            {
+                "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
+                "finished_at": now,
+                "duration_ms": outcome.duration_ms,
+                "error": outcome.error,
+            },
+            {"step_id": step.pk, "number": claim.step.attempts},
+        )
+        if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
+            # Cancelled, or recovered by the sweeper, while the tool ran: the attempt and any
+            # effect are on record above, but this outcome no longer moves the step.
+            return None
+        run.duration_ms += outcome.duration_ms
+        if not outcome.ok:
+            fail_or_retry(run, step, outcome.error or {}, actor, now)
+            return None
+        step.succeed(result=outcome.result, now=now)
+        save_step(step, status_was=StepStatus.RUNNING)
+        record_transition(
+            actor,
+            step,
+            StepStatus.RUNNING,
+            attempt=step.attempts,
+            duration_ms=outcome.duration_ms,
+            from_ledger=outcome.from_ledger,
+        )
+        run.state = agent_for(run.agent).checkpoint_state(
+            run, index=step.index, tool=step.tool, result=outcome.result
+        )
+        rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
+        save_run(run)
+        return advance_locked(run, actor, claim=claim_next)
+
+
+def _record_with_retries(
+    claim: Claim, outcome: Outcome, actor: Actor, *, claim_next: bool
+) -> Claim | None:
+    # The outcome is known only in this process: losing it to a dropped database connection
+    # would leave the call's outcome unknown. Retry recording on a fresh connection.
+    for retry in range(RECORD_RETRIES + 1):
+        try:
+            return record_outcome(claim, outcome, actor, claim_next=claim_next)
+        except (OperationalError, InterfaceError):
+            if retry == RECORD_RETRIES:
+                raise
+            logger.warning(
+                "lost the database connection recording step %s; retrying", claim.step.pk
+            )
+            connection.close()
+            time.sleep(0.5 * (retry + 1))
+    return None
+
+
+def execute_claims(claim: Claim | None, actor: Actor) -> None:
+    """Execute a claimed step, then each next step of its run that the recording transaction
+    claims for this worker, for up to ``AGENTOPS_CLAIM_NEXT_SECONDS`` seconds; a step queued
+    after that is sent through the broker, so one long run does not keep a worker from the
+    others."""
+    until = time.monotonic() + settings.AGENTOPS_CLAIM_NEXT_SECONDS
+    while claim is not None:
+        outcome = outcome_of(claim, actor)
+        claim = _record_with_retries(claim, outcome, actor, claim_next=time.monotonic() < until)

@@ -1,0 +1,109 @@
+"""Writing one transition: lock the rows, save what the FSM changed, record the audit event.
+
+Every service of runs (and of the gate kinds above it) changes runs and steps through these.
+Lock order, everywhere, to rule out deadlocks: the run row, then its step rows, then a gate's
+own rows (an approval request), then the audit chain (taken inside ``audit_record``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+from agentops import rows
+from agentops.actors import Actor
+from audit.services import audit_record
+from runs.models import Run, Step
+from runs.statuses import run_status_info, step_status_info
+
+
+def lock_run(run_id: uuid.UUID | str) -> Run:
+    """The run row, locked until the transaction ends (``SELECT ... FOR UPDATE``).
+
+    Raises:
+        Run.DoesNotExist: unknown id.
+    """
+    return rows.get(Run, run_id, lock=True)
+
+
+def lock_run_of_step(step_id: int) -> Run | None:
+    """The run of step ``step_id``, locked like ``lock_run`` (one query), or None when there
+    is no such step. Lock the step itself afterwards: runs are always locked first."""
+    found = rows.select(
+        Run, "id = (SELECT run_id FROM runs_step WHERE id = %s)", [step_id], lock=True
+    )
+    return found[0] if found else None
+
+
+def lock_step(step_id: int) -> Step:
+    """The step row, locked until the transaction ends; lock its run first.
+
+    Raises:
+        Step.DoesNotExist: unknown id.
+    """
+    return rows.get(Step, step_id, lock=True)
+
+
+def lock_steps(run: Run, statuses: Sequence[str], *, limit: int | None = None) -> list[Step]:
+    """The steps of a locked run that have one of ``statuses``, in index order, locked."""
+    marks = ", ".join(["%s"] * len(statuses))
+    return rows.select(
+        Step,
+        f"run_id = %s AND status IN ({marks})",
+        [run.pk, *statuses],
+        lock=True,
+        order_by='"index"',
+        limit=limit,
+    )
+
+
+def save_run(run: Run) -> None:
+    """Write what changed in a locked run (``Run.UPDATED_FIELDS``) and bump its ``version``.
+
+    Raises:
+        ConcurrentTransition: the row's version is not the one it was read with.
+    """
+    read_version = run.version
+    run.version += 1
+    rows.update(run, guard={"version": read_version})
+
+
+def save_step(step: Step, *, status_was: str) -> None:
+    """Write what changed in a locked step (``Step.UPDATED_FIELDS``) that had status
+    ``status_was`` when read.
+
+    Raises:
+        ConcurrentTransition: the row's status is no longer ``status_was``.
+    """
+    rows.update(step, guard={"status": status_was})
+
+
+def record_transition(
+    actor: Actor, obj: Run | Step, from_state: str, *, from_gate: str | None = None, **payload: Any
+) -> None:
+    """Write the audit event of one transition of a run or step: ``from_state`` is its stored
+    status before (empty for its creation) and ``from_gate`` the gate kind it waited at then
+    (default: its ``gate`` now; give it when a run leaves a gate).
+
+    The verb is ``<run|step>.<status as shown>`` (``step.succeeded``, ``run.awaiting_approval``),
+    or ``<run|step>.created``; from and to states are the statuses as shown (``runs.statuses``).
+    """
+    is_run = isinstance(obj, Run)
+    run_id = cast(uuid.UUID, obj.run_id if isinstance(obj, Step) else obj.pk)
+    gate = obj.gate if from_gate is None else from_gate
+    shown = obj.status_info.value
+    was = ""
+    if from_state:
+        was = (run_status_info if is_run else step_status_info)(from_state, gate).value
+    object_type = "run" if is_run else "step"
+    audit_record(
+        actor=actor,
+        verb=f"{object_type}.{shown}" if from_state else f"{object_type}.created",
+        object_type=object_type,
+        object_id=obj.pk,
+        run_id=run_id,
+        from_state=was,
+        to_state=shown,
+        payload=payload,
+    )
