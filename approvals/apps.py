@@ -7,8 +7,8 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         # The approval gate, the risk rules that send steps to it, and its rows' retention
         # plug into runs here: runs never imports this app.
-        from approvals.policy import ApprovalStepPolicy
         from approvals.retention import ApprovalRows
+        from approvals.risk import ApprovalStepPolicy
         from approvals.services import ApprovalGate
         from runs import gates, retention
 

@@ -21,7 +21,7 @@ from django.contrib.auth.models import Group, Permission
 from agentops import celery_app
 from agentops.roles import OPERATORS, REVIEWERS, ensure_roles
 from approvals.models import RiskRule
-from approvals.policy import default_rules
+from approvals.risk import default_rules
 from benchmarks.harness import Process
 
 ROOT = Path(__file__).resolve().parent.parent

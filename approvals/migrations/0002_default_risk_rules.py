@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from approvals.policy import default_rules
+    from approvals.risk import default_rules
 
     RiskRule = apps.get_model("approvals", "RiskRule")
     for rule in default_rules():

@@ -9,7 +9,29 @@ Each agent turns its creation payload into step specs (``StepSpec``) and says wh
 is finished once no step is pending. The executor then treats every run alike.
 """
 
-from runs.agents.base import StepSpec, agent_for
-from runs.agents.transcript import parse_transcript
+from agentops.errors import InvalidInput
+from runs.agents.base import Agent, ClientAgent, PlanAgent, StepSpec
+from runs.agents.transcript import TranscriptAgent, parse_transcript
 
 __all__ = ["StepSpec", "agent_for", "parse_transcript"]
+
+
+_AGENTS: dict[str, Agent] = {
+    "plan": PlanAgent(),
+    "client": ClientAgent(),
+    "transcript": TranscriptAgent(),
+}
+
+
+def agent_for(kind: str) -> Agent:
+    """The agent for ``kind`` (plan, client, transcript).
+
+    Raises:
+        InvalidInput: unknown kind.
+    """
+    try:
+        return _AGENTS[kind]
+    except KeyError:
+        raise InvalidInput(
+            f"agent must be one of {sorted(_AGENTS)}, not {kind!r}", field="agent"
+        ) from None

@@ -110,24 +110,3 @@ class ClientAgent(Agent):
     def is_finished(self, run: Run) -> bool:
         # A client run idles in `running` until the client app says it appends no more steps.
         return run.client_done
-
-
-def agent_for(kind: str) -> Agent:
-    """The agent for ``kind`` (plan, client, transcript).
-
-    Raises:
-        InvalidInput: unknown kind.
-    """
-    from runs.agents.transcript import TranscriptAgent
-
-    agents: dict[str, Agent] = {
-        "plan": PlanAgent(),
-        "client": ClientAgent(),
-        "transcript": TranscriptAgent(),
-    }
-    try:
-        return agents[kind]
-    except KeyError:
-        raise InvalidInput(
-            f"agent must be one of {sorted(agents)}, not {kind!r}", field="agent"
-        ) from None

@@ -20,7 +20,7 @@ from django.db.models import Count
 
 from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.policy import HIGH_PATTERNS
+from approvals.risk import HIGH_PATTERNS
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify

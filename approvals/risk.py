@@ -1,0 +1,97 @@
+"""Risk rules: how risky a tool call is, and whether it waits at the approval gate.
+
+Default rules (seeded by migration, editable in admin) follow the core issue: read-only names
+(``get_*``, ``search_*``, ``list_*``, ``find_*``, ``calculate``, ``think``) are low risk; writes
+that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``send_*``,
+``delete_*``, ``create_*``, ``modify_*``, ``transfer_*``, ``return_*``, ``exchange_*``) are high.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from django.conf import settings
+
+from approvals.models import RiskRule
+from approvals.policy import APPROVAL_GATE, ApprovalPolicy
+from runs.gates import Classification, StepRequest
+from runs.models import Risk
+from runs.tools import get_tool
+
+LOW_PATTERNS = ["get_*", "search_*", "list_*", "find_*", "calculate", "think"]
+HIGH_PATTERNS = [
+    "book_*",
+    "cancel_*",
+    "update_*",
+    "send_*",
+    "delete_*",
+    "create_*",
+    "modify_*",
+    "transfer_*",
+    "return_*",
+    "exchange_*",
+]
+# A tool that neither a rule nor the registry classifies could do anything: treat it as high.
+UNKNOWN_TOOL_RISK = Risk.HIGH
+APPROVALS_NEEDED = {Risk.LOW: 0, Risk.MEDIUM: 0, Risk.HIGH: 1, Risk.CRITICAL: 2}
+
+
+def default_rules() -> list[dict[str, object]]:
+    """The seeded rules as field dicts (used by the data migration and test fixtures)."""
+    rules: list[dict[str, object]] = []
+    for i, pattern in enumerate(LOW_PATTERNS):
+        rules.append({"pattern": pattern, "risk": Risk.LOW, "priority": 100 + i})
+    for i, pattern in enumerate(HIGH_PATTERNS):
+        rules.append({"pattern": pattern, "risk": Risk.HIGH, "priority": 200 + i})
+    return rules
+
+
+def load_rules() -> list[RiskRule]:
+    """The enabled risk rules, in the order they are tried (one query)."""
+    return list(RiskRule.objects.filter(enabled=True).order_by("priority", "pattern"))
+
+
+def classify(
+    tool_name: str, *, rules: list[RiskRule], edited: bool = False
+) -> tuple[str, int, str]:
+    """Classify a call of ``tool_name``: ``(risk, approvals needed, reason)`` from the first of
+    ``rules`` (see ``load_rules``) whose pattern matches, else the registered tool's declared
+    risk, else ``UNKNOWN_TOOL_RISK``. Edited arguments (``edited``) always need an approval:
+    nobody but the person who edited them has seen them."""
+    for rule in rules:
+        if fnmatchcase(tool_name, rule.pattern):
+            needed = rule.required_approvals
+            if needed is None:
+                needed = APPROVALS_NEEDED[Risk(rule.risk)]
+            risk, reason = rule.risk, f"rule {rule.pattern}: {rule.risk} risk"
+            break
+    else:
+        tool = get_tool(tool_name)
+        risk = Risk(tool.risk) if tool else UNKNOWN_TOOL_RISK
+        needed = APPROVALS_NEEDED[risk]
+        reason = f"{tool_name} declares {risk} risk" if tool else f"unknown tool: {risk} risk"
+    if edited and needed < 1:
+        needed, reason = 1, "arguments edited by a person"
+    return risk, needed, reason
+
+
+class ApprovalStepPolicy:
+    """The step policy (``runs.gates.StepPolicy``) of this app: risk rules classify each new
+    step, and a step that needs approvals waits at the approval gate under its
+    ``ApprovalPolicy`` (time to live ``AGENTOPS_APPROVAL_TTL_SECONDS``)."""
+
+    def classify(self, requests: list[StepRequest]) -> list[Classification]:
+        rules = load_rules()
+        found = []
+        for request in requests:
+            risk, needed, reason = classify(request.tool, rules=rules, edited=request.edited)
+            if not needed:
+                found.append(Classification(risk))
+                continue
+            policy = ApprovalPolicy(
+                approvals=needed,
+                ttl_seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS,
+                reason=reason,
+            )
+            found.append(Classification(risk, APPROVAL_GATE, policy.as_json()))
+        return found
