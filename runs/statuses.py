@@ -141,27 +141,25 @@ def step_status_info(status: str, gate: str = "") -> StatusInfo:
     return STEP_STATUSES[status]
 
 
-def run_status_choices() -> list[tuple[str, str]]:
-    """The run statuses as shown (each gate kind's waiting status instead of ``waiting``), in
-    lifecycle order: the choices of the API's and the runs list's ``?status=`` filter."""
+def _shown_choices(statuses: dict[str, StatusInfo]) -> list[tuple[str, str]]:
     shown = []
-    for value, info in RUN_STATUSES.items():
-        if value == RunStatus.WAITING:
+    for value, info in statuses.items():
+        if value == "waiting":
             shown += [(gated.value, gated.label) for gated in _WAITING.values()]
         else:
             shown.append((value, info.label))
     return shown
+
+
+def run_status_choices() -> list[tuple[str, str]]:
+    """The run statuses as shown (each gate kind's waiting status instead of ``waiting``), in
+    lifecycle order: the choices of the API's and the runs list's ``?status=`` filter."""
+    return _shown_choices(RUN_STATUSES)
 
 
 def step_status_choices() -> list[tuple[str, str]]:
     """The step statuses as shown (each gate kind's waiting status instead of ``waiting``)."""
-    shown = []
-    for value, info in STEP_STATUSES.items():
-        if value == StepStatus.WAITING:
-            shown += [(gated.value, gated.label) for gated in _WAITING.values()]
-        else:
-            shown.append((value, info.label))
-    return shown
+    return _shown_choices(STEP_STATUSES)
 
 
 def run_status_filter(shown: str) -> dict[str, str]:

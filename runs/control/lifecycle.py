@@ -43,8 +43,8 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
             object_type="run",
             object_id=run.pk,
             run_id=run.pk,
-            from_state=run.status,
-            to_state=run.status,
+            from_state=run.status_info.value,
+            to_state=run.status_info.value,
         )
         advance_locked(run, actor)
     return run
