@@ -34,8 +34,4 @@ class Migration(migrations.Migration):
             field=models.JSONField(default=dict),
         ),
         migrations.RunPython(requests_to_policies, migrations.RunPython.noop),
-        migrations.RemoveField(
-            model_name='approvalrequest',
-            name='required_approvals',
-        ),
     ]

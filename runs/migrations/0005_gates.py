@@ -62,8 +62,4 @@ class Migration(migrations.Migration):
             field=django_fsm.FSMField(choices=[('pending', 'Pending'), ('waiting', 'Waiting at a gate'), ('queued', 'Queued'), ('running', 'Running'), ('waiting_retry', 'Waiting to retry'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('rejected', 'Rejected'), ('skipped', 'Skipped'), ('cancelled', 'Cancelled')], default='pending', max_length=32, protected=True),
         ),
         migrations.RunPython(steps_to_gates, migrations.RunPython.noop),
-        migrations.RemoveField(
-            model_name='step',
-            name='required_approvals',
-        ),
     ]

@@ -1,0 +1,19 @@
+# The column goes in a migration of its own: on PostgreSQL, the rows 0005 updated leave
+# deferred foreign-key checks pending, and a table with pending checks cannot be altered in the
+# same transaction.
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('runs', '0005_gates'),
+    ]
+
+    operations = [
+        migrations.RemoveField(
+            model_name='step',
+            name='required_approvals',
+        ),
+    ]
