@@ -35,7 +35,8 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs, percentile
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs
+from testsupport.statistics import percentile
 
 NAME = "api"
 STEPS_PER_RUN = 50

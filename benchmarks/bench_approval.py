@@ -22,8 +22,8 @@ from benchmarks.harness import (
     bench_users,
     chain_latencies,
     paced,
-    percentile,
 )
+from testsupport.statistics import percentile
 
 NAME = "approval"
 

@@ -32,7 +32,8 @@ from typing import Any
 import aiohttp
 
 from benchmarks.bench_throughput import wait_runs
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, percentile
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from testsupport.statistics import percentile
 
 NAME = "live"
 STALL_SECONDS = 3.0

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness import Bench, Figure, Sample, Target, wait_until
+from benchmarks.harness import Bench, Figure, Sample, Target
+from testsupport.processes import wait_until
 
 NAME = "throughput"
 

@@ -1,7 +1,7 @@
 """Crash the executor while it works, and check that no step is lost and no effect repeated.
 
 What it does: drops and re-creates a database (default ``agentops_faults``), migrates it, then
-runs ``tests.faults.harness.run_harness``: its own ``redis-server`` on a free port, two Celery
+runs ``testsupport.faults.run_harness``: its own ``redis-server`` on a free port, two Celery
 workers (``--concurrency=2``) and Celery beat sweeping every second; ``--runs`` plan runs of
 ``--steps`` steps (two effect tools, one of them idempotent, and a few steps of a tool that
 hangs past its timeout); while they execute, ``--kills`` SIGKILLs of worker processes (one in
@@ -76,7 +76,7 @@ def main() -> int:
     import django
 
     django.setup()
-    from tests.faults.harness import FaultPlan, run_harness
+    from testsupport.faults import FaultPlan, run_harness
 
     plan = FaultPlan(
         runs=args.runs,

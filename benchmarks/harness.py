@@ -13,22 +13,27 @@ import contextlib
 import functools
 import math
 import os
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-ROOT = Path(__file__).resolve().parent.parent
+from testsupport.processes import (
+    ROOT,
+    Process,
+    celery_worker_command,
+    daphne_command,
+    wait_until,
+)
+
 BENCH_USER_PASSWORD = "bench-password-not-secret"  # noqa: S105
 
 
@@ -157,38 +162,6 @@ def render_table(rows: Iterable[Row]) -> str:
     return "\n".join(lines)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) of ``values``, linearly interpolated; NaN when empty,
-    ``inf`` when it falls on or next to an infinite value (a request that never succeeded)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    if math.isinf(ordered[high]):
-        return math.inf
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
-) -> Any:
-    """Poll ``predicate`` until it returns a truthy value, which is returned.
-
-    Raises:
-        TimeoutError: not within ``timeout`` seconds (the message names ``what``).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout} s")
-        time.sleep(interval)
-
-
 def paced(count: int, interval: float) -> Iterator[int]:
     """Yield 0 .. ``count``-1, the i-th at ``i * interval`` seconds after the first: a fixed
     (open-loop) schedule that does not wait for what the caller does with each."""
@@ -220,68 +193,6 @@ def chain_latencies(bench: Bench, chains: int, links: int, interval: float) -> l
 
 # ---------------------------------------------------------------------------------------------
 # The database and the processes under test
-
-
-# Connections the benchmark's own role may hold at once. PostgreSQL refuses more (a web
-# server overloaded by the API benchmark then answers 500s, counted as failed requests) instead
-# of letting the processes under test take every connection of a shared server.
-CONNECTION_LIMIT = 50
-
-
-def recreate_database(server: str, name: str) -> None:
-    """Drop database ``name`` (disconnecting its users) and create it empty, owned by the role
-    ``name`` (created when missing; LOGIN, ``CONNECTION_LIMIT`` connections).
-
-    ``server`` is a ``postgres://user@host:port`` URL, without a database name, of a role that
-    may create roles and databases.
-    """
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        ident = sql.Identifier(name)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
-        limit = sql.Literal(CONNECTION_LIMIT)
-        conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(ident, limit))
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(ident, ident))
-
-
-class Process:
-    """A process of the project, in its own process group so that stopping it also stops what
-    it forked (Celery's pool processes); output goes to ``log``."""
-
-    def __init__(
-        self, cmd: list[str], env: dict[str, str], log: Path, pass_fds: tuple[int, ...] = ()
-    ):
-        self.log = log
-        self.proc = subprocess.Popen(  # noqa: S603 (our own interpreter and arguments)
-            cmd,
-            cwd=ROOT,
-            env=env,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=pass_fds,
-        )
-
-    def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
-        """Wait until ``ready()``; raise RuntimeError with the log's end if the process exits
-        or ``timeout`` seconds pass first."""
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        """SIGTERM the group, SIGKILL what is left after 20 s; return once the leader exited."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(20)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
 
 
 @dataclass
@@ -359,27 +270,14 @@ class Bench:
 
         names = [f"{self.queue}-{i}@{socket.gethostname()}" for i in range(count)]
         for i, name in enumerate(names):
-            cmd = [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "agentops",
-                "worker",
-                "-I",
-                "benchmarks.tasks",
-                "-Q",
-                self.queue,
-                "--concurrency=1",
-                "--loglevel=WARNING",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--hostname",
-                name,
-            ]
-            if i == 0:
-                cmd.append("--purge")
+            cmd = celery_worker_command(
+                hostname=name,
+                concurrency=1,
+                include="benchmarks.tasks",
+                queue=self.queue,
+                purge=i == 0,
+                loglevel="WARNING",
+            )
             self.workers.append(Process(cmd, self.env(), self.logs / f"worker-{i}.log"))
         for name, worker in zip(names, self.workers, strict=True):
 
@@ -408,7 +306,7 @@ class Bench:
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self.daphne_port = int(self.listener.getsockname()[1])
         fd = self.listener.fileno()
-        cmd = [sys.executable, "-m", "daphne", "--fd", str(fd), "web.asgi:application"]
+        cmd = daphne_command(fd=fd)
         env = {**self.env(), "AGENTOPS_DB_POOL": "1"}  # as web processes run (scripts/start)
         for i in range(self.web_processes):
             self.daphne.append(Process(cmd, env, self.logs / f"daphne-{i}.log", pass_fds=(fd,)))

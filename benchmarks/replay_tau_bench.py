@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,52 +40,23 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 # Tasks must go through Redis to the worker, never run in this process.
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
 
+from testsupport.processes import Process, celery_worker_command  # noqa: E402
 
-def start_worker(log: Path) -> subprocess.Popen[bytes]:
+
+def start_worker(log: Path) -> Process:
     """Start ``celery -A agentops worker --concurrency=1`` and wait until it is ready.
 
     Raises:
         RuntimeError: the worker exited or was not ready within 60 s.
     """
-    cmd = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "agentops",
-        "worker",
-        "--concurrency=1",
-        "--loglevel=INFO",
-        "--purge",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "--hostname",
-        f"bench-{os.getpid()}@%h",
-    ]
-    # A fixed command line with this interpreter: no untrusted input reaches it.
-    proc = subprocess.Popen(  # noqa: S603
-        cmd, cwd=ROOT, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT
-    )
-    deadline = time.monotonic() + 60
-    while "ready." not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_worker(proc)
-            raise RuntimeError(f"celery worker did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    return proc
-
-
-def stop_worker(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the worker (warm shutdown), killing it if it does not exit within 20 s."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
+    cmd = celery_worker_command(hostname=f"bench-{os.getpid()}@%h", concurrency=1, purge=True)
+    worker = Process(cmd, dict(os.environ), log, name="celery worker")
     try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        worker.wait_for_log("ready.", "celery worker", timeout=60)
+    except RuntimeError:
+        worker.stop()
+        raise
+    return worker
 
 
 def replay(path: Path, timeout: float) -> dict[str, float]:
@@ -167,7 +137,7 @@ def main() -> int:
             print(f"benchmark failed: {exc}", file=sys.stderr)
             return 1
         finally:
-            stop_worker(worker)
+            worker.stop()
     print("τ-bench airline replay, one worker process (--concurrency=1)")
     for name, value in figures.items():
         print(f"  {name:<17} {value}")

@@ -28,7 +28,8 @@ from types import FrameType, ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import Bench, Row, recreate_database, render_table  # noqa: E402
+from benchmarks.harness import Bench, Row, render_table  # noqa: E402
+from testsupport.database import recreate_database  # noqa: E402
 
 BENCHMARKS = ["throughput", "dispatch", "approval", "live", "api", "retention"]
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +20,18 @@ from agentops import celery_app
 from agentops.roles import OPERATORS, REVIEWERS, ensure_roles
 from approvals.models import RiskRule
 from approvals.risk import default_rules
-from benchmarks.harness import Process
+from testsupport.database import django_database_url
+from testsupport.factories import make_user
+from testsupport.processes import (
+    Process,
+    celery_worker_command,
+    daphne_command,
+    free_port,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT.parent / "shared" / "data" / "tau-bench-airline"
-PASSWORD = "correct-horse-battery-staple"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,19 +65,6 @@ def seeded(db: None) -> None:
         RiskRule.objects.get_or_create(pattern=rule["pattern"], defaults=rule)
 
 
-def make_user(username: str, *groups: str, superuser: bool = False):  # type: ignore[no-untyped-def]
-    from django.contrib.auth import get_user_model
-
-    user_model = get_user_model()
-    if superuser:
-        user = user_model.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
-    else:
-        user = user_model.objects.create_user(username, f"{username}@example.com", PASSWORD)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
-    return user
-
-
 @pytest.fixture
 def operator(seeded: None):  # type: ignore[no-untyped-def]
     return make_user("olivia", OPERATORS)
@@ -88,17 +80,10 @@ def second_reviewer(seeded: None):  # type: ignore[no-untyped-def]
     return make_user("ravi", REVIEWERS)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _child_env() -> dict[str, str]:
     """Environment for a child process that must use the test database."""
-    db = settings.DATABASES["default"]
     env = dict(os.environ)
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env["DATABASE_URL"] = django_database_url()
     env["CELERY_TASK_ALWAYS_EAGER"] = "0"
     env["AGENTOPS_RETRY_BASE_SECONDS"] = "0"
     env["AGENTOPS_RETRY_MAX_SECONDS"] = "0"
@@ -106,38 +91,15 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-class ChildProcess(Process):
-    """A process of the project started on the test database (``benchmarks.harness.Process``:
-    its own process group, so that stopping it also stops what it forked)."""
-
-    def __init__(self, cmd: list[str], log: Path, **env: str):
-        super().__init__(cmd, {**_child_env(), **env}, log)
-
-
-class Worker(ChildProcess):
+class Worker(Process):
     """A real ``celery -A agentops worker`` process on the test database."""
 
     def __init__(self, log: Path, concurrency: int = 2):
-        super().__init__(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "agentops",
-                "worker",
-                "--loglevel=INFO",
-                f"--concurrency={concurrency}",
-                "--purge",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--hostname",
-                f"test-{os.getpid()}@%h",
-            ],
-            log,
+        cmd = celery_worker_command(
+            hostname=f"test-{os.getpid()}@%h", concurrency=concurrency, purge=True
         )
-        self.wait_until(lambda: "ready." in log.read_text(), "celery worker")
+        super().__init__(cmd, _child_env(), log, name="celery worker")
+        self.wait_for_log("ready.", "celery worker")
 
 
 @pytest.fixture(scope="session")
@@ -155,26 +117,15 @@ def worker(_worker_process: Worker, transactional_db: None, seeded: None) -> Ite
     celery_app.conf.task_always_eager = True
 
 
-class AsgiServer(ChildProcess):
+class AsgiServer(Process):
     """A real ``daphne web.asgi:application`` process on the test database."""
 
     def __init__(self, log: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        super().__init__(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "web.asgi:application",
-            ],
-            log,
-            AGENTOPS_DB_POOL="1",  # as web processes run (scripts/start)
-        )
+        # AGENTOPS_DB_POOL: as web processes run (scripts/start).
+        env = {**_child_env(), "AGENTOPS_DB_POOL": "1"}
+        super().__init__(daphne_command(port=self.port), env, log, name="daphne")
         self.wait_until(self._accepts, "daphne")
 
     def _accepts(self) -> bool:
@@ -194,14 +145,9 @@ def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:  # t
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
+    """Poll ``predicate`` until it returns a truthy value, which is returned; fail after
+    ``timeout`` seconds."""
+    return wait_until(predicate, timeout, "condition", interval)
 
 
 @pytest.fixture

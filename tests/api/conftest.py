@@ -9,7 +9,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agentops.roles import OPERATORS, REVIEWERS
-from tests.conftest import make_user
+from testsupport.factories import make_user
 
 RUNS_URL = "/api/v1/runs/"
 APPROVALS_URL = "/api/v1/approvals/"

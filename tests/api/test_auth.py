@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 from agentops.actors import ActorKind
 from audit.models import AuditEvent
 from tests.api.conftest import approval_url, calc, email_step, plan_body, post_run, token_client
-from tests.conftest import PASSWORD, make_user
+from testsupport.factories import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import yaml
 from django.core.management import call_command
 
 from tests.api.conftest import token_client
-from tests.conftest import make_user
+from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus, RiskRule
 from approvals.services import approval_decide
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.models import Run, RunStatus, StepStatus
+from testsupport.factories import run_awaiting_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -24,20 +24,14 @@ EMAIL = {"to": ["customer@example.com"], "subject": "Your refund", "body": "Refu
 
 def start_mail_run(requester, capture) -> Run:  # type: ignore[no-untyped-def]
     """A plan run (calculate, send_email, echo) paused at its send_email step."""
-    with capture(execute=True):
-        run = run_create(
-            actor=Actor.for_user(requester),
-            agent="plan",
-            goal="refund and tell the customer",
-            steps=[
-                {"tool": "calculate", "args": {"expression": "300 - 45"}},
-                {"tool": "send_email", "args": EMAIL},
-                {"tool": "echo", "args": {"value": "done"}},
-            ],
-        )
-    run = Run.objects.get(pk=run.pk)
-    assert run.status == RunStatus.WAITING
-    return run
+    return run_awaiting_approval(
+        requester,
+        capture=capture,
+        before=[{"tool": "calculate", "args": {"expression": "300 - 45"}}],
+        after=[{"tool": "echo", "args": {"value": "done"}}],
+        args=EMAIL,
+        goal="refund and tell the customer",
+    )
 
 
 def decide(approval: ApprovalRequest, user, decision: str, capture, comment: str = ""):  # type: ignore[no-untyped-def]

@@ -13,8 +13,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
-from runs.control.create import run_create
 from runs.models import Run, RunStatus
+from testsupport.factories import run_awaiting_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -24,16 +24,13 @@ EMAIL = {"to": ["customer@example.com"], "subject": "Hello", "body": "Hi."}
 @pytest.fixture
 def finished_run(operator, reviewer, django_capture_on_commit_callbacks) -> Run:
     """A plan run that paused for approval, was approved and succeeded."""
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="audited",
-            steps=[
-                {"tool": "calculate", "args": {"expression": "6*7"}},
-                {"tool": "send_email", "args": EMAIL},
-            ],
-        )
+    run = run_awaiting_approval(
+        operator,
+        capture=django_capture_on_commit_callbacks,
+        before=[{"tool": "calculate", "args": {"expression": "6*7"}}],
+        args=EMAIL,
+        goal="audited",
+    )
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(
             approval_id=ApprovalRequest.objects.get(run=run).pk,

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import Run, RunStatus
-from tests.conftest import PASSWORD
+from testsupport.factories import PASSWORD
 
 pytestmark = pytest.mark.e2e
 

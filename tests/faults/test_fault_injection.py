@@ -1,9 +1,9 @@
 """Crashes, lost messages and broken connections while runs execute lose no step, repeat no
-side effect and leave a consistent audit log (a small run of ``tests.faults.harness``)."""
+side effect and leave a consistent audit log (a small run of ``testsupport.faults``)."""
 
 import pytest
 
-from tests.faults.harness import FaultPlan, run_harness
+from testsupport.faults import FaultPlan, run_harness
 
 pytestmark = pytest.mark.worker
 

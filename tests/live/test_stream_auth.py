@@ -7,8 +7,8 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import make_user
 from tests.live.conftest import ORIGIN, close_code, communicator, session_cookie
+from testsupport.factories import make_user
 from web.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("live_db")]

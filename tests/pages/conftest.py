@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentops.actors import Actor
-from runs.control.create import run_create
+from testsupport.factories import plan_run
 
 SEND_EMAIL = {
     "tool": "send_email",
@@ -22,10 +21,7 @@ def make_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-u
     """Create a plan run as the operator and let it advance as far as it can."""
 
     def make(steps: list[dict[str, Any]], goal: str = "send the weekly report") -> Any:
-        with django_capture_on_commit_callbacks(execute=True):
-            run = run_create(actor=Actor.for_user(operator), agent="plan", goal=goal, steps=steps)
-        run.refresh_from_db()
-        return run
+        return plan_run(operator, steps, capture=django_capture_on_commit_callbacks, goal=goal)
 
     return make
 

@@ -8,8 +8,8 @@ from approvals.models import ApprovalStatus, RiskRule
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from runs.models import RunStatus
-from tests.conftest import make_user
 from tests.pages.conftest import SEND_EMAIL
+from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from tests.conftest import PASSWORD
+from testsupport.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def test_logout_is_a_post_and_returns_to_login(client, reviewer):
 
 
 def test_user_without_view_permission_gets_403(client, seeded):
-    from tests.conftest import make_user
+    from testsupport.factories import make_user
 
     client.force_login(make_user("nobody"))
     assert client.get("/").status_code == 403

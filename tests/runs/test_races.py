@@ -13,9 +13,9 @@ from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.executor.entry import run_advance, step_execute
 from runs.models import RunStatus, StepStatus
-from tests.conftest import make_user
 from tests.races import run_together
 from tests.tools import CALLS
+from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,6 +16,7 @@ from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 from runs.retention import retention_purge
+from testsupport.factories import run_awaiting_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -34,18 +35,7 @@ def test_expired_runs_are_deleted_with_everything_they_hold(
 ):
     RetentionPolicy.objects.create(name="30 days", ttl_days=30)
     old = finished_run(operator, django_capture_on_commit_callbacks, days_ago=40)
-    with django_capture_on_commit_callbacks(execute=True):
-        mailed = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="mail",
-            steps=[
-                {
-                    "tool": "send_email",
-                    "args": {"to": ["a@example.com"], "subject": "s", "body": "b"},
-                }
-            ],
-        )
+    mailed = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(
             approval_id=ApprovalRequest.objects.get(run=mailed).pk,

@@ -10,6 +10,7 @@ from approvals.models import ApprovalStatus
 from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step, StepStatus
 from runs.recovery import sweep
+from testsupport.factories import run_awaiting_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -59,18 +60,7 @@ def test_a_queued_step_whose_message_was_lost_is_sent_again(
 
 
 def test_overdue_approvals_expire_and_fail_their_run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="mail",
-            steps=[
-                {
-                    "tool": "send_email",
-                    "args": {"to": ["a@example.com"], "subject": "s", "body": "b"},
-                }
-            ],
-        )
+    run = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
     approval = run.steps.get().approval
     type(approval).objects.filter(pk=approval.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)

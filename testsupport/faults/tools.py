@@ -1,7 +1,7 @@
 """Tools for the fault-injection harness, registered on import.
 
-Worker processes load them with ``celery -A agentops worker -I tests.faults.tools``. The effect
-tools write their side effect to the ``fault_effects`` table (created by the harness, with no
+Worker processes load them with ``celery -A agentops worker -I testsupport.faults.tools``. The
+effect tools write their side effect to the ``fault_effects`` table (created by the harness, with no
 unique constraint) through the tool thread's own autocommit connection, outside the step's
 transactions, so the ledger cannot see it and a repeated effect shows up as a second row. Each
 call sleeps a random 50-400 ms around its effect, so a kill can land before or after it.

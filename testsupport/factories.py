@@ -1,0 +1,72 @@
+"""Test data built the way the product builds it: users with their roles, and runs created and
+advanced through the services (Celery eager, on-commit work run by the caller's
+``django_capture_on_commit_callbacks``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentops.actors import Actor
+from runs.control.create import run_create
+from runs.models import Run
+
+PASSWORD = "correct-horse-battery-staple"
+EMAIL_ARGS = {"to": ["customer@example.com"], "subject": "Your refund", "body": "Refunded."}
+# Captures on-commit work and runs it: pytest-django's ``django_capture_on_commit_callbacks``.
+Capture = Callable[..., Any]
+
+
+def make_user(username: str, *groups: str, superuser: bool = False) -> Any:
+    """A user named ``username`` (password ``PASSWORD``) in the role groups ``groups``
+    (``agentops.roles``), or a superuser."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    user_model = get_user_model()
+    if superuser:
+        user = user_model.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+    else:
+        user = user_model.objects.create_user(username, f"{username}@example.com", PASSWORD)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+def send_email_step(args: dict[str, Any] | None = None, rationale: str = "") -> dict[str, Any]:
+    """A ``send_email`` step (high risk: it waits for a reviewer) with ``args`` (default
+    ``EMAIL_ARGS``)."""
+    step: dict[str, Any] = {"tool": "send_email", "args": args or EMAIL_ARGS}
+    if rationale:
+        step["rationale"] = rationale
+    return step
+
+
+def plan_run(
+    user: Any, steps: Sequence[dict[str, Any]], *, capture: Capture, goal: str = "test run"
+) -> Run:
+    """A plan run of ``steps`` requested by ``user``, advanced as far as it goes (until its
+    end or a gate); returns it read back."""
+    with capture(execute=True):
+        run = run_create(actor=Actor.for_user(user), agent="plan", goal=goal, steps=list(steps))
+    return Run.objects.get(pk=run.pk)
+
+
+def run_awaiting_approval(
+    user: Any,
+    *,
+    capture: Capture,
+    before: Sequence[dict[str, Any]] = (),
+    after: Sequence[dict[str, Any]] = (),
+    args: dict[str, Any] | None = None,
+    goal: str = "mail the customer",
+) -> Run:
+    """A plan run of ``before`` steps, a ``send_email`` step (with ``args``) and ``after``
+    steps, requested by ``user`` and stopped at the email's approval gate.
+
+    Raises:
+        AssertionError: the run did not stop there (a ``before`` step failed or waits).
+    """
+    run = plan_run(user, [*before, send_email_step(args), *after], capture=capture, goal=goal)
+    assert run.status_info.value == "awaiting_approval", run.status
+    return run

@@ -1,0 +1,169 @@
+"""The project's child processes: one wrapper, and the commands that start workers, beat and
+daphne."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll ``predicate`` until it returns a truthy value, which is returned.
+
+    Raises:
+        TimeoutError: not within ``timeout`` seconds (the message names ``what``).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The ids of the direct children of process ``pid`` (a worker's pool processes)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(line) for line in out.stdout.split()]
+
+
+def sigkill(pid: int) -> None:
+    """SIGKILL process ``pid`` if it still exists."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+class Process:
+    """A process of the project, started from the project root in its own process group (so
+    that stopping it also stops what it forked, e.g. Celery's pool processes); its output is
+    appended to ``log``. ``name`` names it in errors."""
+
+    def __init__(
+        self,
+        cmd: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        name: str = "",
+        pass_fds: tuple[int, ...] = (),
+    ):
+        self.name = name or Path(cmd[0]).name
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        """Wait until ``ready()``.
+
+        Raises:
+            RuntimeError: the process exited or ``timeout`` seconds passed first (with the end
+                of its log).
+        """
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if not self.alive or time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{what} did not start:\n{tail}")
+            time.sleep(0.1)
+
+    def wait_for_log(self, text: str, what: str, timeout: float = 90) -> None:
+        """Wait until ``text`` appears in the log (e.g. a worker's ``ready.``); see
+        ``wait_until``."""
+        self.wait_until(lambda: text in self.log.read_text(errors="replace"), what, timeout)
+
+    def crash(self) -> list[int]:
+        """SIGKILL the process and its whole group at once, as a crashed host would; returns
+        the ids of its direct children (killed with it)."""
+        children = child_pids(self.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        for pid in children:
+            sigkill(pid)
+        self.proc.wait()
+        return children
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM the group, SIGKILL what is left after ``timeout`` seconds; return once the
+        leader exited."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def celery_worker_command(
+    *,
+    hostname: str,
+    concurrency: int,
+    include: str = "",
+    queue: str = "",
+    purge: bool = False,
+    loglevel: str = "INFO",
+) -> list[str]:
+    """``celery -A agentops worker`` with ``concurrency`` pool processes named ``hostname``,
+    loading the module ``include`` (extra tools or tasks) and consuming ``queue`` (default:
+    the project's queues), without the cluster chatter a test does not need."""
+    cmd = [sys.executable, "-m", "celery", "-A", "agentops", "worker"]
+    cmd += [f"--concurrency={concurrency}", f"--loglevel={loglevel}", "--hostname", hostname]
+    cmd += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    if include:
+        cmd += ["-I", include]
+    if queue:
+        cmd += ["-Q", queue]
+    if purge:
+        cmd.append("--purge")
+    return cmd
+
+
+def celery_beat_command(*, schedule: Path) -> list[str]:
+    """``celery -A agentops beat`` keeping its schedule in ``schedule``."""
+    cmd = [sys.executable, "-m", "celery", "-A", "agentops", "beat", "--loglevel=INFO"]
+    return [*cmd, "--schedule", str(schedule)]
+
+
+def daphne_command(*, port: int = 0, fd: int | None = None) -> list[str]:
+    """``daphne web.asgi:application`` on 127.0.0.1:``port``, or on the inherited listening
+    socket ``fd``."""
+    cmd = [sys.executable, "-m", "daphne"]
+    cmd += ["--fd", str(fd)] if fd is not None else ["-b", "127.0.0.1", "-p", str(port)]
+    return [*cmd, "web.asgi:application"]
