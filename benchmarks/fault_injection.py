@@ -76,7 +76,7 @@ def main() -> int:
     import django
 
     django.setup()
-    from testsupport.faults import FaultPlan, run_harness
+    from testsupport.faults.harness import FaultPlan, run_harness
 
     plan = FaultPlan(
         runs=args.runs,

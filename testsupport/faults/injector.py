@@ -19,7 +19,7 @@ from testsupport.faults.workload import open_runs, settled_share
 from testsupport.processes import child_pids, sigkill
 
 if TYPE_CHECKING:
-    from testsupport.faults import FaultPlan
+    from testsupport.faults.harness import FaultPlan
 
 # Faults are spread over the first 85% of the workload's progress (share of settled steps),
 # so the last ones still land while runs execute.

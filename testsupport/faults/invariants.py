@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
 from runs.models import (
@@ -24,7 +22,9 @@ from runs.models import (
     StepStatus,
     ToolCall,
 )
-from testsupport.faults.tools import EFFECT_TOOLS, EFFECTS_TABLE
+from testsupport.faults import recorder
+from testsupport.faults.tools import EFFECT, EFFECT_TOOLS
+from testsupport.faults.workload import goal_of
 from testsupport.statistics import p50_p99
 
 
@@ -111,11 +111,78 @@ def _recovery_seconds(
     return detected, recovered
 
 
+def _effect_failures(steps: list[Step], effects: Counter[str]) -> list[str]:
+    """Side effects (as the recorder saw them) that the steps' outcomes forbid: a call of the
+    tool that is not idempotent made twice, a succeeded step of an effect tool without its
+    effect (or, not idempotent, with two), an effect of a step never attempted."""
+    bad = []
+    for step in steps:
+        n = effects[step.idempotency_key]
+        if step.tool == EFFECT and n > 1:
+            bad.append(f"step {step.pk} ({EFFECT}, not idempotent) took effect {n} times")
+        if step.tool in EFFECT_TOOLS and step.status == StepStatus.SUCCEEDED and n < 1:
+            bad.append(f"succeeded step {step.pk} has no effect")
+        if step.attempts == 0 and n:
+            bad.append(f"step {step.pk} never attempted has {n} effects")
+    return bad
+
+
+def _plan_outcomes(
+    runs: list[Run], steps: list[Step], expected_plan: list[list[dict[str, Any]]]
+) -> tuple[Counter[str], list[str]]:
+    """Each run's end against the workload's own plan: every run exists with its planned
+    tools and ends ``succeeded``, except that a run may fail at a step of the tool that is not
+    idempotent whose outcome is unknown (its call may or may not have taken effect, so it is
+    never repeated); every step before it succeeded, none after it ran. Tools that are safe to
+    repeat always end succeeded, however often their worker died. Returns the count of runs
+    by outcome and the runs that broke the rule."""
+    by_goal = {run.goal: run for run in runs}
+    steps_of: dict[Any, list[Step]] = defaultdict(list)
+    for step in sorted(steps, key=lambda s: s.index):
+        steps_of[step.run_id].append(step)
+    outcomes: Counter[str] = Counter()
+    bad = []
+    for i, specs in enumerate(expected_plan):
+        run = by_goal.get(goal_of(i))
+        if run is None:
+            bad.append(f"run {i} of the plan was never created")
+            continue
+        ran = steps_of[run.pk]
+        if [s.tool for s in ran] != [spec["tool"] for spec in specs]:
+            bad.append(f"run {i} has steps {[s.tool for s in ran]}, not its plan's")
+            continue
+        if run.status == RunStatus.SUCCEEDED and all(s.status == StepStatus.SUCCEEDED for s in ran):
+            outcomes["succeeded"] += 1
+            continue
+        failed = [s for s in ran if s.status == StepStatus.FAILED]
+        if run.status != RunStatus.FAILED or len(failed) != 1:
+            bad.append(f"run {i} ended {run.status} with steps {[s.status for s in ran]}")
+            continue
+        step = failed[0]
+        kind = (step.error or {}).get("type")
+        before, after = ran[: step.index], ran[step.index + 1 :]
+        if step.tool != EFFECT or kind != "outcome_unknown":
+            bad.append(f"run {i} failed at step {step.index} ({step.tool}) with {kind}")
+        elif any(s.status != StepStatus.SUCCEEDED for s in before) or any(
+            s.attempts for s in after
+        ):
+            bad.append(f"run {i} failed at step {step.index} but its other steps do not fit")
+        else:
+            outcomes["failed: outcome unknown"] += 1
+    return outcomes, bad
+
+
 def check_invariants(
-    *, faults: Counter[str], kill_times: dict[tuple[int, int], datetime]
+    *,
+    faults: Counter[str],
+    kill_times: dict[tuple[int, int], datetime],
+    expected_plan: list[list[dict[str, Any]]],
+    database_url: str,
 ) -> Report:
-    """Check every invariant on the database once the processes are stopped; the figures
-    include ``faults`` (counts by kind) and recovery times computed with ``kill_times``."""
+    """Check every invariant on the database once the processes are stopped, against the
+    workload's ``expected_plan`` (``workload.plan_workload``) and the effects the recorder saw
+    (read from ``database_url``); the figures include ``faults`` (counts by kind), the runs'
+    outcomes and recovery times computed with ``kill_times``."""
     runs = list(Run.objects.all())
     steps = list(Step.objects.select_related("run"))
     report = Report()
@@ -133,32 +200,28 @@ def check_invariants(
     if lost:
         failures.append(f"{len(lost)} steps lost: {[(s.pk, s.status) for s in lost[:5]]}")
 
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT key, count(*) FROM {EFFECTS_TABLE} GROUP BY key")  # noqa: S608
-        effects = dict(cursor.fetchall())
-    duplicates = {key: n for key, n in effects.items() if n > 1}
-    if duplicates:
-        failures.append(f"{len(duplicates)} keys with duplicate effects: {list(duplicates)[:5]}")
-    effect_mismatches = []
-    for step in steps:
-        n = effects.get(step.idempotency_key, 0)
-        if step.tool in EFFECT_TOOLS and step.status == StepStatus.SUCCEEDED and n != 1:
-            effect_mismatches.append(f"succeeded step {step.pk} has {n} effects")
-        elif step.attempts == 0 and n:
-            effect_mismatches.append(f"step {step.pk} never attempted has {n} effects")
-    if effect_mismatches:
-        failures.append(f"{len(effect_mismatches)} effect mismatches: {effect_mismatches[:5]}")
+    effects = recorder.effects(database_url)
+    effect_failures = _effect_failures(steps, effects)
+    if effect_failures:
+        failures.append(f"{len(effect_failures)} effect failures: {effect_failures[:5]}")
 
+    outcomes, plan_failures = _plan_outcomes(runs, steps, expected_plan)
+    if plan_failures:
+        failures.append(f"{len(plan_failures)} runs off their plan: {plan_failures[:5]}")
+
+    # The ledger (written by the product) against the recorder (written by the tools): a call
+    # the ledger holds as succeeded took effect.
     ledger = dict(ToolCall.objects.values_list("idempotency_key", "status"))
     ledger_mismatches = [
         s.pk
         for s in steps
-        if s.status == StepStatus.SUCCEEDED
-        and ledger.get(s.idempotency_key) != CallStatus.SUCCEEDED
+        if s.tool in EFFECT_TOOLS
+        and ledger.get(s.idempotency_key) == CallStatus.SUCCEEDED
+        and not effects[s.idempotency_key]
     ]
     if ledger_mismatches:
         failures.append(
-            f"{len(ledger_mismatches)} succeeded steps whose ledger row is not succeeded: "
+            f"{len(ledger_mismatches)} calls the ledger holds as succeeded left no effect: "
             f"{ledger_mismatches[:5]}"
         )
 
@@ -197,12 +260,13 @@ def check_invariants(
         "loss detected after, p50 / p99 (s)": p50_p99(detected),
         "next attempt (or step end) after, p50 / p99 (s)": p50_p99(recovered),
         "runs by status": dict(Counter(r.status for r in runs)),
+        "runs by outcome against the plan": dict(outcomes),
         "failed runs by error type": dict(error_types),
         "steps by status": dict(Counter(s.status for s in steps)),
         "lost steps": len(lost),
         "stuck runs": len(stuck),
-        "duplicate effects": len(duplicates),
-        "effect mismatches": len(effect_mismatches),
+        "effect failures (recorder)": len(effect_failures),
+        "runs off their plan": len(plan_failures),
         "ledger mismatches": len(ledger_mismatches),
         "audit mismatches": len(audit_bad),
         "audit chains verified / broken": f"{len(chains()) - len(broken)} / {len(broken)}",
