@@ -1,7 +1,7 @@
 """Crash the executor while it works, and check that no step is lost and no effect repeated.
 
 What it does: drops and re-creates a database (default ``agentops_faults``), migrates it, then
-runs ``testsupport.faults.run_harness``: its own ``redis-server`` on a free port, two Celery
+runs ``testsupport.faults.harness.run_harness``: its own ``redis-server`` on a free port, two Celery
 workers (``--concurrency=2``) and Celery beat sweeping every second; ``--runs`` plan runs of
 ``--steps`` steps (two effect tools, one of them idempotent, and a few steps of a tool that
 hangs past its timeout); while they execute, ``--kills`` SIGKILLs of worker processes (one in
@@ -10,8 +10,10 @@ empty restarts of Redis, and ``--pg-terminations`` rounds of ``pg_terminate_back
 other connection to the database. Once every run has ended it checks the invariants and prints
 the figures: runs, steps, faults by kind, lost and retried attempts, recovery time p50/p99
 (from the kill, or the attempt's start, to the next attempt or the step's end), wall time,
-final statuses, and 0 expected for lost steps, stuck runs, duplicate effects, effect, ledger
-and audit mismatches, broken audit chains.
+final statuses, each run's outcome against the workload's own plan (succeeded, or failed at
+a call of the non-idempotent tool whose outcome is unknown), and 0 expected for lost steps,
+stuck runs, effect failures seen by the independent recorder, runs off their plan, ledger and
+audit mismatches, broken audit chains.
 
 Usage (from the project root; PostgreSQL on 127.0.0.1:5432 with user postgres, and
 ``redis-server`` on the PATH):
