@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from fnmatch import fnmatchcase
 from io import StringIO
 
 import pytest
@@ -20,7 +19,6 @@ from django.db.models import Count
 
 from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.risk import HIGH_PATTERNS
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
@@ -42,8 +40,21 @@ def recorded_calls(traj: list[dict]) -> list[tuple[str, str]]:
     return list(zip(names, outputs, strict=True))
 
 
+# The airline tools that change bookings or send something, written out (tools.json of the
+# data set), not derived from the risk rules under test.
+WRITES = {
+    "book_reservation",
+    "cancel_reservation",
+    "send_certificate",
+    "transfer_to_human_agents",
+    "update_reservation_baggages",
+    "update_reservation_flights",
+    "update_reservation_passengers",
+}
+
+
 def is_write(tool: str) -> bool:
-    return any(fnmatchcase(tool, pattern) for pattern in HIGH_PATTERNS)
+    return tool in WRITES
 
 
 def expected_events(calls: list[tuple[str, str]]) -> Counter[str]:

@@ -1,0 +1,117 @@
+"""The audit hash against known answers: a fixed event's hash written out here, every hashed
+field part of it, and the verifier catching an edit of each stored field.
+
+The writer and the verifier share ``audit.chain.event_hash``; these answers were computed
+once, apart from the code, from the rule in ``audit.models.AuditEvent``'s docstring:
+SHA-256 of the canonical JSON (sorted keys, no spaces) of the event's fields and
+``prev_hash``, datetimes and UUIDs as their text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from audit.chain import GENESIS_HASH, event_hash
+from audit.models import AuditEvent
+from audit.selectors import chain_verify
+
+pytestmark = pytest.mark.django_db
+
+RUN_ID = uuid.UUID("00000000-0000-4000-8000-000000000001")
+FIELDS: dict[str, Any] = {
+    "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    "chain": f"run:{RUN_ID}",
+    "run_id": RUN_ID,
+    "actor_kind": "user",
+    "actor_id": "7",
+    "actor_name": "rita",
+    "verb": "approval.approved",
+    "object_type": "approval",
+    "object_id": "42",
+    "from_state": "pending",
+    "to_state": "approved",
+    "payload": {"comment": "ok", "amount": 12.5},
+}
+# sha256('{"actor_id":"7","actor_kind":"user","actor_name":"rita","chain":"run:00000000-0000-
+# 4000-8000-000000000001","created_at":"2026-01-02 03:04:05+00:00","from_state":"pending",
+# "object_id":"42","object_type":"approval","payload":{"amount":12.5,"comment":"ok"},
+# "prev_hash":"000...000","run_id":"00000000-0000-4000-8000-000000000001","to_state":
+# "approved","verb":"approval.approved"}')
+KNOWN_HASH = "13c792392f8c3915b568189744ba818672c52182ebb0b71f37e95171f229bc4d"
+# Every field of an audit event that the hash must cover, written out (not the code's list).
+HASHED = [
+    "created_at",
+    "chain",
+    "run_id",
+    "actor_kind",
+    "actor_id",
+    "actor_name",
+    "verb",
+    "object_type",
+    "object_id",
+    "from_state",
+    "to_state",
+    "payload",
+]
+CHANGED: dict[str, Any] = {
+    "created_at": datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC),
+    "chain": "system",
+    "run_id": uuid.UUID("00000000-0000-4000-8000-000000000002"),
+    "actor_kind": "api_client",
+    "actor_id": "8",
+    "actor_name": "ravi",
+    "verb": "approval.rejected",
+    "object_type": "step",
+    "object_id": "43",
+    "from_state": "approved",
+    "to_state": "rejected",
+    "payload": {"comment": "ok", "amount": 12.6},
+}
+
+
+def test_a_fixed_event_hashes_to_the_known_answer():
+    assert event_hash(FIELDS, GENESIS_HASH) == KNOWN_HASH
+
+
+def test_the_previous_hash_is_part_of_the_hash():
+    assert event_hash(FIELDS, "f" * 64) != KNOWN_HASH
+
+
+@pytest.mark.parametrize("name", HASHED)
+def test_every_hashed_field_changes_the_hash(name):
+    assert event_hash({**FIELDS, name: CHANGED[name]}, GENESIS_HASH) != KNOWN_HASH
+
+
+def _store() -> AuditEvent:
+    return AuditEvent.objects.create(**FIELDS, prev_hash=GENESIS_HASH, hash=KNOWN_HASH)
+
+
+def test_the_stored_event_with_the_known_hash_verifies():
+    _store()
+    report = chain_verify(FIELDS["chain"])
+    assert (report.ok, report.events) == (True, 1)
+
+
+@pytest.mark.parametrize("name", [n for n in HASHED if n != "chain"])
+def test_an_edit_of_any_stored_field_is_reported(name):
+    event = _store()
+    column = AuditEvent._meta.get_field(name).column
+    value = CHANGED[name]
+    if name == "payload":
+        value = '{"comment": "ok", "amount": 12.6}'
+    with transaction.atomic(), connection.cursor() as cursor:
+        # As the table's owner with triggers off: the append-only trigger is not the defence
+        # here, the hash is.
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute(
+            f"UPDATE audit_auditevent SET {column} = %s WHERE id = %s",  # noqa: S608
+            [str(value) if name == "run_id" else value, event.pk],
+        )
+    report = chain_verify(FIELDS["chain"])
+    assert not report.ok
+    assert report.broken_at == event.pk
