@@ -7,7 +7,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from runs.executor.entry import run_advance
 from runs.models import Run
 from tests.api.conftest import approval_url, email_step, plan_body, post_run, token_client
-from tests.races import run_together
+from testsupport.concurrency import run_together
 from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,8 +13,8 @@ from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.executor.entry import run_advance, step_execute
 from runs.models import RunStatus, StepStatus
-from tests.races import run_together
 from tests.tools import CALLS
+from testsupport.concurrency import run_together
 from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,7 +73,8 @@ def test_twenty_parallel_decisions_count_once(seeded, operator, held_messages):
                 comment=f"by {i}",
             )
             for i, r in enumerate(reviewers)
-        ]
+        ],
+        expected=(Conflict,),
     )
     conflicts = [r for r in results if isinstance(r, Conflict)]
     assert len(conflicts) == 19, results
@@ -96,7 +97,8 @@ def test_approve_racing_cancel_ends_in_one_consistent_state(
                 comment="ok",
             ),
             lambda: run_cancel(run_id=run_id, actor=Actor.for_user(operator), reason="stop"),
-        ]
+        ],
+        expected=(Conflict,),
     )
     approval.refresh_from_db()
     run = approval.run
