@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from testsupport.cluster import Cluster
@@ -36,6 +35,7 @@ from testsupport.database import django_database_url
 from testsupport.faults import recorder
 from testsupport.faults.injector import FaultInjector
 from testsupport.faults.invariants import Report, check_invariants
+from testsupport.faults.plan import FaultPlan
 from testsupport.faults.workload import open_runs, plan_workload
 
 __all__ = ["FaultPlan", "Report", "run_harness"]
@@ -44,31 +44,6 @@ WORKERS = 2
 WORKER_CONCURRENCY = 2
 # The longest lease a step of the workload can hold: the effect tools' 3 s timeout + margin.
 LONGEST_TOOL_TIMEOUT_SECONDS = 3
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    """The size of one harness run.
-
-    ``runs`` plan runs of ``steps`` steps each; ``kills`` SIGKILLs of worker processes, of which
-    one in ``parent_kill_every`` hits a worker's main process; ``redis_restarts`` and
-    ``pg_terminations`` as described in the module docstring; ``hang_share`` the share of steps
-    that call the hang tool; ``seed`` makes the workload and the fault schedule repeatable (the
-    timing of processes is not). Lease margin and requeue age (seconds) are passed to the
-    processes as ``AGENTOPS_LEASE_MARGIN_SECONDS`` and ``AGENTOPS_REQUEUE_AFTER_SECONDS``.
-    """
-
-    runs: int = 12
-    steps: int = 4
-    kills: int = 12
-    redis_restarts: int = 1
-    pg_terminations: int = 3
-    seed: int = 1
-    parent_kill_every: int = 6
-    hang_share: float = 0.1
-    lease_margin_seconds: int = 2
-    requeue_after_seconds: int = 3
-    settle_seconds: float = 60.0
 
 
 def child_env(plan: FaultPlan, *, database: str) -> dict[str, str]:

@@ -8,18 +8,15 @@ import random
 import time
 from collections import Counter
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from django.db import connection
 from django.utils import timezone
 
 from runs.models import Step, StepStatus
 from testsupport.cluster import Cluster
+from testsupport.faults.plan import FaultPlan
 from testsupport.faults.workload import open_runs, settled_share
 from testsupport.processes import child_pids, sigkill
-
-if TYPE_CHECKING:
-    from testsupport.faults.harness import FaultPlan
 
 # Faults are spread over the first 85% of the workload's progress (share of settled steps),
 # so the last ones still land while runs execute.
