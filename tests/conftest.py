@@ -92,13 +92,25 @@ def _child_env() -> dict[str, str]:
 
 
 class Worker(Process):
-    """A real ``celery -A agentops worker`` process on the test database."""
+    """A real ``celery -A agentops worker`` process on the test database, loading the module
+    ``include`` (test tools), with ``env`` added to its environment (settings); ``purge``
+    drops the messages earlier tests left in the queue."""
 
-    def __init__(self, log: Path, concurrency: int = 2):
+    def __init__(
+        self,
+        log: Path,
+        concurrency: int = 2,
+        include: str = "",
+        purge: bool = True,
+        **env: str,
+    ):
         cmd = celery_worker_command(
-            hostname=f"test-{os.getpid()}@%h", concurrency=concurrency, purge=True
+            hostname=f"test-{os.getpid()}-{log.parent.name}@%h",
+            concurrency=concurrency,
+            include=include,
+            purge=purge,
         )
-        super().__init__(cmd, _child_env(), log, name="celery worker")
+        super().__init__(cmd, {**_child_env(), **env}, log, name="celery worker")
         self.wait_for_log("ready.", "celery worker")
 
 

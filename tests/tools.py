@@ -1,6 +1,7 @@
 """Tools registered only for tests (imported by the test modules that use them)."""
 
 import threading
+import time
 from typing import Any
 
 from runs.tools import ToolContext, register
@@ -60,3 +61,14 @@ def send_crash(args: dict[str, Any], ctx: ToolContext) -> int:
 @register("test_thread_id", description="Returns the id of the thread it runs in (tests only).")
 def thread_id(args: dict[str, Any], ctx: ToolContext) -> int:
     return threading.get_ident()
+
+
+@register(
+    "test_slow",
+    description="Sleeps args.seconds (default 3), then returns them (tests only).",
+    timeout_seconds=5,
+)
+def slow(args: dict[str, Any], ctx: ToolContext) -> float:
+    seconds = float(args.get("seconds", 3))
+    time.sleep(seconds)
+    return seconds
