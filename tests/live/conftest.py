@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
@@ -69,10 +70,20 @@ async def receive_events(
     return events
 
 
-async def assert_quiet(comm: WebsocketCommunicator, seconds: float = 0.3) -> None:
-    """Nothing more arrives within ``seconds``."""
-    if not await comm.receive_nothing(timeout=seconds):
-        raise AssertionError(f"unexpected message: {await comm.receive_output()}")
+# A message no commit produces: sent to a stream's group after everything this process
+# committed, it must be the next one the client receives.
+MARKER = {"id": -1, "verb": "test.marker"}
+
+
+async def assert_nothing_more(comm: WebsocketCommunicator, group: str) -> None:
+    """The client of ``group`` (``audit.live``: ``runs``, ``run.<id>``, ``approvals``) is
+    subscribed and gets nothing more than it already received: once every event this process
+    committed has gone out, a marker sent to the group is the next message it receives (a
+    synchronisation point, not a stretch of silence)."""
+    await database_sync_to_async(live.flush)()
+    await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
+    message = await comm.receive_json_from(timeout=10)
+    assert message == {"type": "event", "event": MARKER}, message
 
 
 def create_run(user: Any, steps: list[dict]) -> Any:

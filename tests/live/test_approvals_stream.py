@@ -10,7 +10,7 @@ from audit.selectors import event_list
 from tests.live.conftest import (
     SEND_EMAIL,
     acreate_run,
-    assert_quiet,
+    assert_nothing_more,
     communicator,
     receive_events,
     session_cookie,
@@ -46,7 +46,7 @@ def test_inbox_gets_approval_events_only(operator, reviewer):
         decided = await receive_events(
             comm, lambda got: bool(got) and got[-1]["verb"] == "approval.approved"
         )
-        await assert_quiet(comm)
+        await assert_nothing_more(comm, "approvals")
         assert [e["verb"] for e in decided] == ["approval.decision", "approval.approved"]
         await comm.disconnect()
 
@@ -65,7 +65,7 @@ def test_inbox_replays_only_approval_events(operator, reviewer):
         replayed = await receive_events(comm, lambda got: len(got) == len(expected))
         assert [e["id"] for e in replayed] == expected
         assert all(e["verb"].startswith("approval.") for e in replayed)
-        await assert_quiet(comm)
+        await assert_nothing_more(comm, "approvals")
         await comm.disconnect()
 
     async_to_sync(scenario)()

@@ -10,7 +10,7 @@ from runs.control.lifecycle import run_cancel
 from tests.live.conftest import (
     SEND_EMAIL,
     acreate_run,
-    assert_quiet,
+    assert_nothing_more,
     communicator,
     receive_events,
     session_cookie,
@@ -84,7 +84,7 @@ def test_reconnect_with_after_replays_missed_events_first_without_duplicates(ope
         # Live events follow the replay, each exactly once.
         await acancel(run_id=run.pk, actor=Actor.for_user(operator))
         live = await receive_events(comm, cancelled)
-        await assert_quiet(comm)
+        await assert_nothing_more(comm, f"run.{run.pk}")
         ids = [e["id"] for e in replayed + live]
         assert ids == sorted(set(ids))
         assert ids == (await event_ids(run.pk))[3:]
@@ -100,7 +100,7 @@ def test_without_after_only_live_events_are_sent(operator):
         run = await acreate_run(operator, [SEND_EMAIL])
         comm = communicator(f"/ws/runs/{run.pk}/", operator_cookie)
         assert (await comm.connect())[0]
-        await assert_quiet(comm)
+        await assert_nothing_more(comm, f"run.{run.pk}")
         await comm.disconnect()
 
     async_to_sync(scenario)()
