@@ -12,6 +12,7 @@ from tests.api.conftest import (
     run_url,
     token_client,
 )
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -101,7 +102,8 @@ def test_reviewer_may_not_decide_on_their_own_run(
     with django_capture_on_commit_callbacks(execute=True):
         run = post_run(client, **plan_body(email_step())).json()
     approval_id = approval_of(client.get(run_url(run["id"])).json())
-    response = client.post(approval_url(approval_id, "approve"), {"comment": "me"})
+    with assert_unchanged():
+        response = client.post(approval_url(approval_id, "approve"), {"comment": "me"})
     assert response.status_code == 403
     assert "requested" in response.json()["detail"]
     assert client.get(approval_url(approval_id)).json()["status"] == "pending"
@@ -110,23 +112,27 @@ def test_reviewer_may_not_decide_on_their_own_run(
 def test_deciding_twice_is_a_conflict(reviewer_api, second_reviewer_api, waiting_run):
     url = approval_url(approval_of(waiting_run), "reject")
     assert reviewer_api.post(url, {"comment": "no"}).status_code == 200
-    again = reviewer_api.post(url, {"comment": "still no"})
+    with assert_unchanged():
+        again = reviewer_api.post(url, {"comment": "still no"})
     assert again.status_code == 409
     assert "rejected" in again.json()["detail"]
-    other = second_reviewer_api.post(approval_url(approval_of(waiting_run), "approve"))
+    with assert_unchanged():
+        other = second_reviewer_api.post(approval_url(approval_of(waiting_run), "approve"))
     assert other.status_code == 409
 
 
 def test_unknown_and_malformed_approval_ids_are_404(reviewer_api, seeded):
     assert reviewer_api.get(approval_url(999999)).status_code == 404
-    assert reviewer_api.post(approval_url(999999, "approve")).status_code == 404
+    with assert_unchanged():
+        assert reviewer_api.post(approval_url(999999, "approve")).status_code == 404
     assert reviewer_api.get(approval_url("abc")).status_code == 404
 
 
 def test_decision_refuses_unknown_keys(reviewer_api, waiting_run):
-    response = reviewer_api.post(
-        approval_url(approval_of(waiting_run), "approve"), {"verdict": "yes"}, format="json"
-    )
+    with assert_unchanged():
+        response = reviewer_api.post(
+            approval_url(approval_of(waiting_run), "approve"), {"verdict": "yes"}, format="json"
+        )
     assert response.status_code == 400
 
 

@@ -9,6 +9,7 @@ from agentops.actors import ActorKind
 from audit.models import AuditEvent
 from tests.api.conftest import approval_url, calc, email_step, plan_body, post_run, token_client
 from testsupport.factories import PASSWORD, make_user
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -39,8 +40,9 @@ def test_session_authenticates_the_browser_as_a_user(operator):
 
 
 def test_reviewer_cannot_create_a_run(reviewer_api):
-    response = post_run(reviewer_api, **plan_body(calc()))
-    assert response.status_code == 403
+    with assert_unchanged():
+        response = post_run(reviewer_api, **plan_body(calc()))
+        assert response.status_code == 403
 
 
 def test_user_without_a_role_cannot_list_runs(seeded):
@@ -58,13 +60,15 @@ def test_operator_cannot_decide_approvals(operator_api, django_capture_on_commit
         run = post_run(operator_api, **plan_body(email_step())).json()
     approval = operator_api.get(f"/api/v1/runs/{run['id']}/").json()["steps"][0]["approval"]
     assert approval["status"] == "pending"
-    response = operator_api.post(approval_url(approval["id"], "approve"), {}, format="json")
+    with assert_unchanged():
+        response = operator_api.post(approval_url(approval["id"], "approve"), {}, format="json")
     assert response.status_code == 403
 
 
 def test_reviewer_cannot_cancel_a_run(operator_api, reviewer_api):
     run = post_run(operator_api, **plan_body(calc())).json()
-    assert reviewer_api.post(f"/api/v1/runs/{run['id']}/cancel/").status_code == 403
+    with assert_unchanged():
+        assert reviewer_api.post(f"/api/v1/runs/{run['id']}/cancel/").status_code == 403
     assert reviewer_api.get(f"/api/v1/runs/{run['id']}/").status_code == 200
 
 

@@ -6,6 +6,7 @@ from agentops.actors import ActorKind
 from audit.models import AuditEvent
 from runs.models import Run, RunStatus
 from tests.api.conftest import calc, plan_body, post_run
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -121,8 +122,9 @@ def test_transcript_run_turns_tool_calls_into_steps(operator_api):
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(operator_api, body, field, words):
-    response = operator_api.post("/api/v1/runs/", body, format="json")
-    assert response.status_code == 400
+    with assert_unchanged():
+        response = operator_api.post("/api/v1/runs/", body, format="json")
+        assert response.status_code == 400
     data = response.json()
     if "detail" in data:
         # A domain error from the service: {"detail", "field"}.
@@ -143,5 +145,6 @@ def test_args_failing_the_schema_say_which_argument(operator_api):
 
 
 def test_body_that_is_not_an_object_is_a_400(operator_api):
-    response = operator_api.post("/api/v1/runs/", [1, 2], format="json")
+    with assert_unchanged():
+        response = operator_api.post("/api/v1/runs/", [1, 2], format="json")
     assert response.status_code == 400

@@ -3,6 +3,7 @@
 import pytest
 
 from tests.api.conftest import post_run, run_url
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -39,12 +40,16 @@ def test_bad_fork_requests_are_400_naming_the_field(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         source = post_run(operator_api, agent="plan", goal="g", steps=STEPS).json()
-    response = operator_api.post(run_url(source["id"], "fork"), body, format="json")
+    with assert_unchanged():
+        response = operator_api.post(run_url(source["id"], "fork"), body, format="json")
     assert response.status_code == 400
     assert field in str(response.json())
 
 
 def test_reviewers_may_not_fork(reviewer_api, operator_api):
     source = post_run(operator_api, agent="client", goal="g").json()
-    response = reviewer_api.post(run_url(source["id"], "fork"), {"from_index": 0}, format="json")
+    with assert_unchanged():
+        response = reviewer_api.post(
+            run_url(source["id"], "fork"), {"from_index": 0}, format="json"
+        )
     assert response.status_code == 403

@@ -7,6 +7,7 @@ from runs.control.create import run_create
 from runs.models import RunStatus
 from runs.tools import get_tool
 from tests.api.conftest import calc, plan_body, post_run, run_url
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +52,8 @@ def test_cancel_then_cancel_again_is_a_conflict(operator_api):
     assert data["status"] == RunStatus.CANCELLED
     assert data["error"]["message"] == "wrong goal"
     assert data["steps"][0]["status"] == "cancelled"
-    again = operator_api.post(run_url(run["id"], "cancel"))
+    with assert_unchanged():
+        again = operator_api.post(run_url(run["id"], "cancel"))
     assert again.status_code == 409
     assert "cancelled" in again.json()["detail"]
     assert again.json()["status"] == RunStatus.CANCELLED
@@ -59,14 +61,16 @@ def test_cancel_then_cancel_again_is_a_conflict(operator_api):
 
 def test_cancel_refuses_unknown_keys(operator_api):
     run = post_run(operator_api, **plan_body(calc())).json()
-    response = operator_api.post(run_url(run["id"], "cancel"), {"why": "x"}, format="json")
+    with assert_unchanged():
+        response = operator_api.post(run_url(run["id"], "cancel"), {"why": "x"}, format="json")
     assert response.status_code == 400
 
 
 def test_resume_of_a_run_that_has_not_failed_is_a_conflict(operator_api):
     run = post_run(operator_api, **plan_body(calc())).json()
-    response = operator_api.post(run_url(run["id"], "resume"))
-    assert response.status_code == 409
+    with assert_unchanged():
+        response = operator_api.post(run_url(run["id"], "resume"))
+        assert response.status_code == 409
     assert "queued" in response.json()["detail"]
 
 
@@ -110,30 +114,34 @@ def test_client_appends_steps_then_completes(
 
 
 def test_appended_step_with_bad_args_is_a_400(operator_api, client_run):
-    response = operator_api.post(
-        run_url(client_run["id"], "steps"), {"tool": "calculate", "args": {}}, format="json"
-    )
+    with assert_unchanged():
+        response = operator_api.post(
+            run_url(client_run["id"], "steps"), {"tool": "calculate", "args": {}}, format="json"
+        )
     assert response.status_code == 400
     assert response.json()["field"] == "step.args"
 
 
 def test_append_to_a_plan_run_is_a_400(operator_api):
     run = post_run(operator_api, **plan_body(calc())).json()
-    response = operator_api.post(run_url(run["id"], "steps"), calc(), format="json")
-    assert response.status_code == 400
+    with assert_unchanged():
+        response = operator_api.post(run_url(run["id"], "steps"), calc(), format="json")
+        assert response.status_code == 400
     assert "client runs" in response.json()["detail"]
 
 
 def test_append_after_complete_is_a_conflict(operator_api, client_run):
     assert operator_api.post(run_url(client_run["id"], "complete")).status_code == 200
-    response = operator_api.post(run_url(client_run["id"], "steps"), calc(), format="json")
-    assert response.status_code == 409
-    assert operator_api.post(run_url(client_run["id"], "complete")).status_code == 409
+    with assert_unchanged():
+        response = operator_api.post(run_url(client_run["id"], "steps"), calc(), format="json")
+        assert response.status_code == 409
+        assert operator_api.post(run_url(client_run["id"], "complete")).status_code == 409
 
 
 def test_complete_of_a_plan_run_is_a_400(operator_api):
     run = post_run(operator_api, **plan_body(calc())).json()
-    assert operator_api.post(run_url(run["id"], "complete")).status_code == 400
+    with assert_unchanged():
+        assert operator_api.post(run_url(run["id"], "complete")).status_code == 400
 
 
 @pytest.mark.parametrize("action", ["", "cancel", "resume", "complete", "steps", "events"])

@@ -16,6 +16,7 @@ from approvals.services import approval_decide
 from runs.control.lifecycle import run_cancel
 from runs.models import Run, RunStatus, StepStatus
 from testsupport.factories import run_awaiting_approval
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -73,7 +74,7 @@ def test_reviewer_may_not_decide_on_a_run_they_requested(
 ):
     run = start_mail_run(reviewer, django_capture_on_commit_callbacks)
     approval = ApprovalRequest.objects.get(run=run)
-    with pytest.raises(PermissionDenied, match="requested"):
+    with assert_unchanged(), pytest.raises(PermissionDenied, match="requested"):
         decide(approval, reviewer, "approve", django_capture_on_commit_callbacks)
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert not approval.decisions.exists()
@@ -84,7 +85,7 @@ def test_operator_without_the_reviewer_permission_may_not_decide(
 ):
     run = start_mail_run(operator, django_capture_on_commit_callbacks)
     approval = ApprovalRequest.objects.get(run=run)
-    with pytest.raises(PermissionDenied, match="only reviewers"):
+    with assert_unchanged(), pytest.raises(PermissionDenied, match="only reviewers"):
         decide(approval, operator, "approve", django_capture_on_commit_callbacks)
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
 
@@ -101,7 +102,7 @@ def test_critical_step_needs_two_different_reviewers(
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
 
-    with pytest.raises(Conflict, match="already decided"):
+    with assert_unchanged(), pytest.raises(Conflict, match="already decided"):
         decide(approval, reviewer, "approve", django_capture_on_commit_callbacks)
     assert approval.decisions.count() == 1
 
@@ -137,7 +138,7 @@ def test_decision_after_the_run_was_cancelled_is_refused(
     run = start_mail_run(operator, django_capture_on_commit_callbacks)
     approval = ApprovalRequest.objects.get(run=run)
     run_cancel(run_id=run.pk, actor=Actor.for_user(operator), reason="customer called back")
-    with pytest.raises(Conflict, match="cancelled"):
+    with assert_unchanged(), pytest.raises(Conflict, match="cancelled"):
         decide(approval, reviewer, "approve", django_capture_on_commit_callbacks)
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.CANCELLED
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED

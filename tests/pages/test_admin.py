@@ -10,6 +10,7 @@ from audit.models import AuditEvent
 from runs.models import RunStatus
 from tests.pages.conftest import SEND_EMAIL
 from testsupport.factories import make_user
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -53,9 +54,11 @@ def test_audit_events_cannot_be_added_changed_or_deleted(admin_client, awaiting_
     event = AuditEvent.objects.first()
     assert admin_client.get(reverse("admin:audit_auditevent_add")).status_code == 403
     delete_url = reverse("admin:audit_auditevent_delete", args=[event.pk])
-    assert admin_client.post(delete_url, {"post": "yes"}).status_code == 403
+    with assert_unchanged():
+        assert admin_client.post(delete_url, {"post": "yes"}).status_code == 403
     change_url = reverse("admin:audit_auditevent_change", args=[event.pk])
-    admin_client.post(change_url, {"verb": "forged"})
+    with assert_unchanged():
+        admin_client.post(change_url, {"verb": "forged"})
     event.refresh_from_db()
     assert event.verb != "forged"
     changelist = admin_client.get(reverse("admin:audit_auditevent_changelist"))

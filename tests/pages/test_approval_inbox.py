@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalStatus
 from runs.models import RunStatus
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -77,20 +78,23 @@ def test_deciding_on_your_own_run_shows_a_message(client, operator, reviewer, aw
     client.force_login(operator)
     inbox = client.get(reverse("approval-inbox")).content.decode()
     assert "You requested this run" in inbox
-    response = decide(client, awaiting_run.approvals.get().pk, "approve")
-    assert "may not decide on a run they requested" in response.content.decode()
+    with assert_unchanged():
+        response = decide(client, awaiting_run.approvals.get().pk, "approve")
+        assert "may not decide on a run they requested" in response.content.decode()
 
 
 def test_user_without_reviewer_permission_gets_a_message(client, operator, awaiting_run):
-    client.force_login(operator)
-    response = decide(client, awaiting_run.approvals.get().pk, "approve")
-    assert "only reviewers may decide" in response.content.decode()
+    with assert_unchanged():
+        client.force_login(operator)
+        response = decide(client, awaiting_run.approvals.get().pk, "approve")
+        assert "only reviewers may decide" in response.content.decode()
 
 
 def test_bad_decision_and_unknown_request_show_messages(client, reviewer, awaiting_run):
     client.force_login(reviewer)
-    response = decide(client, awaiting_run.approvals.get().pk, "maybe")
-    assert "decision must be one of" in response.content.decode()
+    with assert_unchanged():
+        response = decide(client, awaiting_run.approvals.get().pk, "maybe")
+        assert "decision must be one of" in response.content.decode()
     response = decide(client, 999999, "approve")
     assert "Approval request 999999 does not exist." in response.content.decode()
 

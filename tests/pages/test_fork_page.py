@@ -6,6 +6,7 @@ from django.test import Client
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import Run, RunStatus
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -72,5 +73,6 @@ def test_bad_fork_input_is_a_clear_message(operator, finished, data, message):
 
 
 def test_reviewers_cannot_fork(reviewer, finished):
-    response = client_for(reviewer).post(f"/runs/{finished.pk}/fork/", {"from_index": 0})
+    with assert_unchanged():
+        response = client_for(reviewer).post(f"/runs/{finished.pk}/fork/", {"from_index": 0})
     assert response.status_code == 403

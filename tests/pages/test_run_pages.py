@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from runs.models import RunStatus
 from tests.pages.conftest import CALCULATE
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -116,4 +117,5 @@ def test_reviewer_cannot_cancel(client, reviewer, awaiting_run):
     client.force_login(reviewer)
     page = client.get(reverse("run-detail", args=[awaiting_run.pk])).content.decode()
     assert 'data-action="cancel"' not in page
-    assert client.post(reverse("run-cancel", args=[awaiting_run.pk])).status_code == 403
+    with assert_unchanged():
+        assert client.post(reverse("run-cancel", args=[awaiting_run.pk])).status_code == 403

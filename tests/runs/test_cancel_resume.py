@@ -12,6 +12,7 @@ from approvals.services import approval_decide
 from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel, run_resume
 from runs.models import Run, RunStatus, StepStatus, ToolCall
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def test_cancelling_an_awaiting_run_cancels_open_steps_and_the_approval(
 def test_cancelling_twice_is_not_allowed(operator):
     run = create(operator, [{"tool": "echo", "args": {"value": 1}}])
     run_cancel(run_id=run.pk, actor=Actor.for_user(operator))
-    with pytest.raises(TransitionNotAllowed):
+    with assert_unchanged(), pytest.raises(TransitionNotAllowed):
         run_cancel(run_id=run.pk, actor=Actor.for_user(operator))
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
@@ -120,7 +121,7 @@ def test_resuming_a_rejected_run_is_a_conflict(
         decision="reject",
         comment="no",
     )
-    with pytest.raises(Conflict, match="rejected"):
+    with assert_unchanged(), pytest.raises(Conflict, match="rejected"):
         run_resume(run_id=run.pk, actor=Actor.for_user(operator))
     assert Run.objects.get(pk=run.pk).status == RunStatus.FAILED
 
@@ -132,5 +133,5 @@ def test_resuming_a_run_that_has_not_failed_is_not_allowed(
         operator, [{"tool": "echo", "args": {"value": 1}}], django_capture_on_commit_callbacks
     )
     assert run.status == RunStatus.SUCCEEDED
-    with pytest.raises(TransitionNotAllowed):
+    with assert_unchanged(), pytest.raises(TransitionNotAllowed):
         run_resume(run_id=run.pk, actor=Actor.for_user(operator))

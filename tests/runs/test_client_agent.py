@@ -7,6 +7,7 @@ from agentops.errors import Conflict
 from runs.control.create import run_create, step_append
 from runs.control.lifecycle import run_complete
 from runs.models import RunStatus, StepStatus
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -35,5 +36,5 @@ def test_client_run_idles_until_steps_arrive_and_succeeds_once_completed(
         run_complete(run_id=run.pk, actor=actor)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
-    with pytest.raises(Conflict):
+    with assert_unchanged(), pytest.raises(Conflict):
         step_append(actor=actor, run_id=run.pk, tool="echo", args={"value": 1})

@@ -9,6 +9,7 @@ from runs.control.create import run_create
 from runs.control.fork import run_fork
 from runs.models import RunStatus, StepStatus
 from tests.tools import CALLS
+from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
@@ -75,5 +76,5 @@ def test_bad_fork_requests_are_refused(
     operator, django_capture_on_commit_callbacks, from_index, args, reason
 ):
     source = finished_run(operator, django_capture_on_commit_callbacks)
-    with pytest.raises(InvalidInput, match=reason):
+    with assert_unchanged(), pytest.raises(InvalidInput, match=reason):
         run_fork(run_id=source.pk, actor=Actor.for_user(operator), from_index=from_index, args=args)

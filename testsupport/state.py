@@ -1,0 +1,100 @@
+"""Proving that a refused action changed nothing: the rows of runs, steps, attempts,
+checkpoints, ledger, approval requests and decisions, and the audit log, compared before and
+after, field by field; and, at a synchronisation point, that nothing went out to the live
+streams."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.db.models import Model
+
+from approvals.models import ApprovalDecision, ApprovalRequest
+from audit import live
+from audit.models import AuditEvent
+from runs.models import Checkpoint, Run, Step, StepAttempt, ToolCall
+
+# Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
+# a key records its answer for replay, by design).
+MODELS: list[type[Model]] = [
+    Run,
+    Step,
+    StepAttempt,
+    Checkpoint,
+    ToolCall,
+    ApprovalRequest,
+    ApprovalDecision,
+    AuditEvent,
+]
+GROUPS = (live.RUNS_GROUP, live.APPROVALS_GROUP)
+MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}
+
+
+def snapshot() -> dict[str, list[dict[str, Any]]]:
+    """Every row of ``MODELS``, as field values, in primary-key order."""
+    return {
+        model.__name__: list(model._default_manager.order_by("pk").values()) for model in MODELS
+    }
+
+
+def _differences(before: dict[str, list[Any]], after: dict[str, list[Any]]) -> list[str]:
+    found = []
+    for name, rows in before.items():
+        if rows != after[name]:
+            old = {row["id"]: row for row in rows}
+            new = {row["id"]: row for row in after[name]}
+            added = sorted(set(new) - set(old))
+            removed = sorted(set(old) - set(new))
+            changed = [
+                (pk, {k for k in new[pk] if new[pk][k] != old[pk][k]})
+                for pk in sorted(set(old) & set(new))
+                if new[pk] != old[pk]
+            ]
+            found.append(f"{name}: added {added}, removed {removed}, changed {changed}")
+    return found
+
+
+@contextmanager
+def assert_unchanged(*, live_streams: bool = True) -> Iterator[None]:
+    """Fail unless the block leaves every row of ``MODELS`` as it was and (``live_streams``)
+    sends nothing to the ``runs`` and ``approvals`` groups: after the block, once every event
+    this process committed has gone out, markers sent to both groups are the first messages a
+    channel subscribed before the block receives.
+
+    Raises:
+        AssertionError: something changed (named in the message).
+    """
+    layer = get_channel_layer() if live_streams else None
+    # What was committed before the block has gone out before the channel listens.
+    live.flush()
+    channel = asyncio.run(_subscribe(layer)) if layer is not None else ""
+    before = snapshot()
+    yield
+    differences = _differences(before, snapshot())
+    assert not differences, differences
+    if layer is not None:
+        received = asyncio.run(_drain(layer, channel))
+        assert received == [MARKER, MARKER], received
+
+
+async def _subscribe(layer: Any) -> str:
+    channel = await layer.new_channel()
+    for group in GROUPS:
+        await layer.group_add(group, channel)
+    return str(channel)
+
+
+async def _drain(layer: Any, channel: str) -> list[dict[str, Any]]:
+    await asyncio.to_thread(live.flush)
+    for group in GROUPS:
+        await layer.group_send(group, MARKER)
+    received: list[dict[str, Any]] = []
+    while received.count(MARKER) < len(GROUPS):
+        received.append(await asyncio.wait_for(layer.receive(channel), 10))
+    for group in GROUPS:
+        await layer.group_discard(group, channel)
+    return received
