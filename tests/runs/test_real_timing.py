@@ -73,7 +73,19 @@ def test_an_early_retry_wake_up_is_refused(operator, django_capture_on_commit_ca
 
 
 @pytest.fixture
-def real_worker(request, tmp_path, transactional_db, seeded) -> Iterator[Worker]:
+def only_this_tests_workers() -> Iterator[None]:
+    """Workers already running (the session's ``worker``) stop consuming the step queue for
+    the test, so the worker it starts, and only that one, gets its messages."""
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    celery_app.control.cancel_consumer(queue, reply=True, timeout=2)
+    yield
+    celery_app.control.add_consumer(queue, reply=True, timeout=2)
+
+
+@pytest.fixture
+def real_worker(
+    request, tmp_path, transactional_db, seeded, only_this_tests_workers
+) -> Iterator[Worker]:
     """A worker with the settings the test names (``request.param``), tasks sent to it."""
     worker = Worker(tmp_path / "worker.log", concurrency=1, include="tests.tools", **request.param)
     celery_app.conf.task_always_eager = False
@@ -145,7 +157,7 @@ def test_a_worker_killed_mid_step_is_recovered_after_its_lease(real_worker, oper
 
 @pytest.mark.worker
 def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
-    transactional_db, seeded, operator
+    transactional_db, seeded, operator, only_this_tests_workers
 ):
     celery_app.conf.task_always_eager = False
     broker = redis.Redis.from_url(settings.REDIS_URL)
