@@ -183,5 +183,6 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
         message = asyncio.run(asyncio.wait_for(layer.receive(channel), 10))
         assert {e["run_id"] for e in message["events"]} == {str(kept.pk)}
     finally:
+        asyncio.run(layer.group_discard(live.RUNS_GROUP, channel))
         broker.delete("celery")
         celery_app.conf.task_always_eager = True
