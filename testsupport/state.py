@@ -72,13 +72,17 @@ def assert_unchanged(*, live_streams: bool = True) -> Iterator[None]:
     # What was committed before the block has gone out before the channel listens.
     live.flush()
     channel = asyncio.run(_subscribe(layer)) if layer is not None else ""
-    before = snapshot()
-    yield
-    differences = _differences(before, snapshot())
-    assert not differences, differences
-    if layer is not None:
-        received = asyncio.run(_drain(layer, channel))
-        assert received == [MARKER, MARKER], received
+    try:
+        before = snapshot()
+        yield
+        differences = _differences(before, snapshot())
+        assert not differences, differences
+        if layer is not None:
+            received = asyncio.run(_drain(layer, channel))
+            assert received == [MARKER, MARKER], received
+    finally:
+        if layer is not None:
+            asyncio.run(_unsubscribe(layer, channel))
 
 
 async def _subscribe(layer: Any) -> str:
@@ -95,6 +99,9 @@ async def _drain(layer: Any, channel: str) -> list[dict[str, Any]]:
     received: list[dict[str, Any]] = []
     while received.count(MARKER) < len(GROUPS):
         received.append(await asyncio.wait_for(layer.receive(channel), 10))
+    return received
+
+
+async def _unsubscribe(layer: Any, channel: str) -> None:
     for group in GROUPS:
         await layer.group_discard(group, channel)
-    return received
