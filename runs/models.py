@@ -2,7 +2,8 @@
 
 Statuses are ``FSMField(protected=True)``: they change only through the transition methods
 below, which touch nothing but their own row. Every side effect of a transition (audit event,
-checkpoint, enqueueing, broadcasting) belongs to ``runs.services``.
+checkpoint, enqueueing, broadcasting) belongs to the services that call them
+(``runs.executor``, ``runs.control``, ``runs.recovery``).
 """
 
 from __future__ import annotations
@@ -454,7 +455,7 @@ class RetentionPolicy(models.Model):
     removes the run with its steps, attempts, checkpoints, ledger rows and approvals; ``redact``
     keeps the rows but blanks their data (arguments, results, errors, conversation, state).
     Audit events are kept either way (they have their own, longer TTL:
-    ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.services.retention_purge``.
+    ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.retention.retention_purge``.
     """
 
     name = models.CharField(max_length=100, unique=True)

@@ -2,7 +2,7 @@
 
 Input serializers check the request's shape only (which keys, which JSON types); what the
 values mean (the tool exists, arguments pass its schema, a transcript parses) is checked by
-``runs.services``, which raise ``InvalidInput`` (400).
+the services (``runs.control``), which raise ``InvalidInput`` (400).
 """
 
 from __future__ import annotations
