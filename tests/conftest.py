@@ -1,8 +1,11 @@
 """Shared fixtures: users with roles, a real Celery worker and a real ASGI server.
 
 Tests run against the real PostgreSQL and Redis (``DATABASE_URL``, ``REDIS_URL``; the README's
-test command sets both). Tests without the ``worker`` fixture run Celery tasks eagerly; their
-on-commit work runs through ``django_capture_on_commit_callbacks(execute=True)``.
+test command sets both). Tests without a real worker run Celery tasks eagerly: they check the
+services' logic (state machines, rules, rows), and their on-commit work runs through
+``django_capture_on_commit_callbacks(execute=True)``. What depends on time, processes and the
+broker (backoff countdowns, leases after a SIGKILL, commit boundaries, crashes) is tested with
+real workers: ``tests/runs/test_real_timing.py``, ``tests/faults``, and the ``worker`` tests.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _eager_celery() -> Iterator[None]:
+    """Eager tasks for the logic tests (the ``worker`` fixture and real-worker tests turn it
+    off)."""
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = True
