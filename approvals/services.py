@@ -94,6 +94,7 @@ def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor
         actor=actor,
         error={
             "type": "approval_expired",
+            "reason": f"no reviewer decided before {approval.expires_at.isoformat()}",
             "message": f"no reviewer decided before {approval.expires_at.isoformat()}",
         },
     )
@@ -105,8 +106,9 @@ def approval_decide(
     """Record a reviewer's decision on a pending approval request.
 
     ``decision`` is approve or reject. One rejection rejects the request: its gate refuses the
-    step, which becomes ``rejected`` with ``{"type": "rejected", "message": comment,
-    "reviewer": name}`` as its error (the run fails). As many approvals from different
+    step, which becomes ``rejected`` with ``{"type": "rejected", "reason": comment,
+    "message": comment or a default, "reviewer": name}`` as its error (a client run goes on
+    with it as the call's outcome; other runs fail). As many approvals from different
     reviewers as the request's policy requires approve it: the step is queued and the run
     continues. Who may decide is the policy's rule (``ApprovalPolicy.refusal``).
 
@@ -183,6 +185,7 @@ def _decide_locked(
             actor=actor,
             error={
                 "type": "rejected",
+                "reason": comment,
                 "message": comment or "rejected by a reviewer",
                 "reviewer": actor.name,
             },

@@ -72,6 +72,9 @@ class Agent:
     kind = ""
     # Whether steps name registered tools whose arguments must pass the tool's schema.
     needs_registered_tools = True
+    # Whether the agent takes a gate's refusal of a step as that tool call's outcome and goes
+    # on (it can choose another call); an agent that cannot replan fails the run instead.
+    replans_after_refusal = False
 
     def prepare(self, payload: dict[str, Any]) -> Prepared:
         """The steps, conversation and stored input of a run created with ``payload``.
@@ -106,6 +109,8 @@ class PlanAgent(Agent):
 
 class ClientAgent(Agent):
     kind = "client"
+    # The client app reads the refusal (the reviewer's reason) and appends what it does next.
+    replans_after_refusal = True
 
     def is_finished(self, run: Run) -> bool:
         # A client run idles in `running` until the client app says it appends no more steps.

@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from runs import gates
+from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
 from runs.transitions import record_transition, save_run, save_step
-from runs.wakeups import execute_step_on_commit
+from runs.wakeups import advance_run_on_commit, execute_step_on_commit
 
 
 def gate_open_locked(run: Run, step: Step, actor: Actor) -> None:
@@ -48,12 +49,23 @@ def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
 
 def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, Any]) -> None:
     """The gate a waiting step stood at refused it: the step ends ``rejected`` with ``error``
-    (``{"type": "rejected" | "approval_expired" | ..., "message": str, ...}``), the outcome
-    the agent sees. No agent replans yet, so nothing after the step runs: its pending steps
-    are skipped and the run fails with the error, the step's index and tool added."""
+    (``{"type": "rejected" | "approval_expired" | ..., "reason": str, "message": str, ...}``),
+    the outcome the agent sees.
+
+    An agent that replans (a client app) takes it as the call's outcome: the run goes on and
+    is woken to run what the agent appends next. For the others (a fixed plan, a recorded
+    transcript) nothing after the step can run: its pending steps are skipped and the run
+    fails with the error, the step's index and tool added."""
     step.reject(error=error, now=timezone.now())
     save_step(step, status_was=StepStatus.WAITING)
     record_transition(actor, step, StepStatus.WAITING, error=error)
+    if agent_for(run.agent).replans_after_refusal:
+        from_gate = run.gate
+        run.unblock()
+        save_run(run)
+        record_transition(actor, run, RunStatus.WAITING, from_gate=from_gate, refused=step.index)
+        advance_run_on_commit(run.pk)
+        return
     skip_pending_locked(run, actor)
     fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
 

@@ -6,7 +6,7 @@ from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import RunStatus
 from runs.tools import get_tool
-from tests.api.conftest import calc, plan_body, post_run, run_url
+from tests.api.conftest import approval_url, calc, email_step, plan_body, post_run, run_url
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +159,23 @@ def test_unknown_run_is_a_404(operator_api, action):
 def test_malformed_run_id_is_a_404(operator_api, run_id):
     assert operator_api.get(run_url(run_id)).status_code == 404
     assert operator_api.post(run_url(run_id, "cancel")).status_code == 404
+
+
+def test_after_a_rejection_the_client_reads_the_reason_and_appends_another_call(
+    operator_api, reviewer_api, client_run, django_capture_on_commit_callbacks
+):
+    url = run_url(client_run["id"], "steps")
+    with django_capture_on_commit_callbacks(execute=True):
+        step = operator_api.post(url, email_step(), format="json").json()
+    approval_id = operator_api.get(run_url(client_run["id"])).json()["steps"][0]["approval"]["id"]
+    with django_capture_on_commit_callbacks(execute=True):
+        reviewer_api.post(approval_url(approval_id, "reject"), {"comment": "not to this address"})
+    run = operator_api.get(run_url(client_run["id"])).json()
+    assert run["status"] == "running"
+    assert run["steps"][0]["id"] == step["id"]
+    assert run["steps"][0]["status"] == "rejected"
+    assert run["steps"][0]["error"]["reason"] == "not to this address"
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_api.post(url, calc(), format="json")
+    assert response.status_code == 201
+    assert response.json()["index"] == 1
