@@ -92,6 +92,7 @@ class ApprovalViewSet(viewsets.GenericViewSet):
             actor=actor_for(request),
             decision=decision,
             comment=body.validated_data["comment"],
+            args=body.validated_data.get("args"),
         )
         return self._approval_response(pk)
 

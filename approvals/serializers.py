@@ -73,6 +73,12 @@ class ApprovalSerializer(serializers.ModelSerializer[ApprovalRequest]):
 
 class DecideSerializer(StrictSerializer):
     """``POST /api/v1/approvals/{id}/approve|reject/``: the reviewer's comment (optional;
-    a rejection's comment becomes the step's error message)."""
+    a rejection's comment becomes the step's error reason) and, to approve with edits, the
+    edited ``args``."""
 
     comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    args = serializers.DictField(
+        required=False,
+        help_text="Approve only: the step's arguments as the reviewer edited them (a JSON object "
+        "that passes the tool's schema); the step runs with them under a new idempotency key.",
+    )

@@ -7,6 +7,7 @@ Lock order as in ``runs.transitions``: the run row, then the step, then the appr
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -17,7 +18,11 @@ from agentops.errors import Conflict, InvalidInput
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, ApprovalPolicy
 from audit.services import audit_record, audited_atomic
-from runs.executor.gates import gate_refused_locked, gate_satisfied_locked
+from runs.executor.gates import (
+    gate_edit_args_locked,
+    gate_refused_locked,
+    gate_satisfied_locked,
+)
 from runs.models import Run, Step
 from runs.transitions import lock_run
 
@@ -101,7 +106,7 @@ def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor
 
 
 def approval_decide(
-    *, approval_id: int, actor: Actor, decision: str, comment: str = ""
+    *, approval_id: int, actor: Actor, decision: str, comment: str = "", args: Any = None
 ) -> ApprovalRequest:
     """Record a reviewer's decision on a pending approval request.
 
@@ -112,9 +117,15 @@ def approval_decide(
     reviewers as the request's policy requires approve it: the step is queued and the run
     continues. Who may decide is the policy's rule (``ApprovalPolicy.refusal``).
 
+    An approval may come with edited ``args`` (a JSON object that passes the tool's schema):
+    the step then runs with them under a new idempotency key, the audit log keeps both
+    versions (``step.args_edited``), and the approvals given to the old arguments are
+    discarded (``approval.approvals_discarded``): this one counts first towards the policy.
+
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
-        InvalidInput: ``decision`` is not approve or reject, or ``comment`` is not a string.
+        InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string,
+            or ``args`` come with a rejection, are not an object or fail the tool's schema.
         PermissionDenied: the policy does not let the actor decide (no reviewer permission,
             or they requested the run).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
@@ -124,6 +135,8 @@ def approval_decide(
         raise InvalidInput(f"decision must be one of {Decision.values}", field="decision")
     if not isinstance(comment, str):
         raise InvalidInput("comment must be a string", field="comment")
+    if args is not None and decision != Decision.APPROVE:
+        raise InvalidInput("only an approval may edit the arguments", field="args")
     user = actor.user
     if user is None or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("only reviewers may decide approval requests")
@@ -142,17 +155,42 @@ def approval_decide(
             # Commit the expiry (and the step's refusal) before refusing the decision.
             _expire_locked(approval, run, step, actor)
         else:
-            _decide_locked(approval, run, step, actor, decision=decision, comment=comment)
+            _decide_locked(
+                approval, run, step, actor, decision=decision, comment=comment, args=args
+            )
     if expired:
         raise Conflict(f"approval request expired at {approval.expires_at.isoformat()}")
     return approval
 
 
 def _decide_locked(
-    approval: ApprovalRequest, run: Run, step: Step, actor: Actor, *, decision: str, comment: str
+    approval: ApprovalRequest,
+    run: Run,
+    step: Step,
+    actor: Actor,
+    *,
+    decision: str,
+    comment: str,
+    args: Any = None,
 ) -> None:
     if approval.status != ApprovalStatus.PENDING:
         raise Conflict(f"approval request is {approval.status}, not pending")
+    if args is not None and args != step.args:
+        gate_edit_args_locked(run=run, step=step, actor=actor, args=args, reason=comment)
+        earlier = approval.decisions.filter(decision=Decision.APPROVE)
+        discarded = list(earlier.values_list("reviewer_name", flat=True))
+        if discarded:
+            earlier.delete()
+            audit_record(
+                actor=actor,
+                verb="approval.approvals_discarded",
+                object_type="approval",
+                object_id=approval.pk,
+                run_id=run.pk,
+                from_state=approval.status,
+                to_state=approval.status,
+                payload={"reviewers": discarded, "why": "the arguments were edited"},
+            )
     try:
         with transaction.atomic():
             ApprovalDecision.objects.create(

@@ -8,6 +8,8 @@ checkpoint, enqueueing, broadcasting) belongs to the services that call them
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -251,6 +253,18 @@ class Step(ConcurrentTransitionMixin, models.Model):
     def status_info(self) -> StatusInfo:
         """The status as shown (``runs.statuses``): value, label, tone."""
         return step_status_info(self.status, self.gate)
+
+    @staticmethod
+    def args_digest(args: dict[str, Any]) -> str:
+        """SHA-256 hex digest of the canonical JSON (sorted keys, no spaces) of ``args``."""
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @staticmethod
+    def key_for(run_id: Any, index: int, tool: str, digest: str) -> str:
+        """The idempotency key of the call of ``tool`` at ``index`` of run ``run_id`` with the
+        arguments whose digest is ``digest``: ``{run_id}:{index}:{tool}:{digest}``."""
+        return f"{run_id}:{index}:{tool}:{digest}"
 
     @property
     def duration_ms(self) -> int | None:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from typing import Any
 
@@ -21,12 +19,6 @@ from runs.models import AgentKind, Run, Step
 from runs.tools import get_tool
 from runs.transitions import lock_run, record_transition, save_run
 from runs.wakeups import advance_run_on_commit
-
-
-def args_hash(args: dict[str, Any]) -> str:
-    """SHA-256 hex digest of the canonical JSON (sorted keys, no spaces) of ``args``."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
@@ -49,14 +41,14 @@ def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
 def new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> Step:
     """An unsaved pending step of ``run`` at ``index``, classified as ``klass``."""
     tool = get_tool(spec.tool)
-    digest = args_hash(spec.args)
+    digest = Step.args_digest(spec.args)
     return Step(
         run=run,
         index=index,
         tool=spec.tool,
         args=spec.args,
         args_hash=digest,
-        idempotency_key=f"{run.pk}:{index}:{spec.tool}:{digest}",
+        idempotency_key=Step.key_for(run.pk, index, spec.tool, digest),
         risk=klass.risk,
         gate=klass.gate,
         gate_params=klass.params,

@@ -81,7 +81,7 @@ def run_fork(
                 tool=old.tool,
                 args=old.args,
                 args_hash=old.args_hash,
-                idempotency_key=f"{run.pk}:{old.index}:{old.tool}:{old.args_hash}",
+                idempotency_key=Step.key_for(run.pk, old.index, old.tool, old.args_hash),
                 risk=old.risk,
                 gate=old.gate,
                 gate_params=old.gate_params,

@@ -10,13 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils import timezone
+from django_fsm import ConcurrentTransition
 
+from agentops import rows
 from agentops.actors import Actor
+from agentops.errors import InvalidInput
+from audit.services import audit_record
 from runs import gates
 from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
+from runs.tools import get_tool
 from runs.transitions import record_transition, save_run, save_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
 
@@ -68,6 +73,52 @@ def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, 
         return
     skip_pending_locked(run, actor)
     fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+
+
+def gate_edit_args_locked(
+    *, run: Run, step: Step, actor: Actor, args: Any, reason: str = ""
+) -> dict[str, Any]:
+    """Replace the arguments of a step waiting at its gate with ``args`` (a person edited
+    them; ``reason`` says why): a new ``args_hash`` and idempotency key, so the call is a new
+    one to the ledger, and an audit event ``step.args_edited`` that keeps both versions.
+    Returns the arguments it replaced.
+
+    Raises:
+        InvalidInput: ``args`` is not an object or fails the tool's JSON schema.
+        ConcurrentTransition: the step is no longer waiting.
+    """
+    if not isinstance(args, dict):
+        raise InvalidInput("args must be an object", field="args")
+    tool = get_tool(step.tool)
+    problem = tool.validate_args(args) if tool else None
+    if problem:
+        raise InvalidInput(f"args: {problem}", field="args")
+    before = {"args": step.args, "idempotency_key": step.idempotency_key}
+    digest = Step.args_digest(args)
+    key = Step.key_for(run.pk, step.index, step.tool, digest)
+    changed = rows.update_where(
+        Step,
+        {"args": args, "args_hash": digest, "idempotency_key": key},
+        {"pk": step.pk, "status": StepStatus.WAITING},
+    )
+    if changed != 1:
+        raise ConcurrentTransition(f"step {step.pk} is no longer waiting")
+    step.args, step.args_hash, step.idempotency_key = args, digest, key
+    audit_record(
+        actor=actor,
+        verb="step.args_edited",
+        object_type="step",
+        object_id=step.pk,
+        run_id=run.pk,
+        from_state=step.status_info.value,
+        to_state=step.status_info.value,
+        payload={
+            "from": before,
+            "to": {"args": args, "idempotency_key": key},
+            "reason": reason,
+        },
+    )
+    return dict(before["args"])
 
 
 def gate_cancel_locked(*, run: Run, step: Step, actor: Actor) -> None:
