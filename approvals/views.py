@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,18 +82,32 @@ def approval_inbox_fragment(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Approve or reject (POST ``decision``: approve|reject, ``comment``), then back to the inbox.
+    """Approve or reject (POST ``decision``: approve|reject, ``comment``; to approve with
+    edits, ``args``: the arguments as JSON text), then back to the inbox.
 
     Every refusal of the service (not pending any more, already decided, own run, no reviewer
     permission, bad input, unknown request) becomes an error message on the inbox.
     """
     decision = request.POST.get("decision", "")
+    args_text = request.POST.get("args", "")
+    args = None
+    if decision == Decision.APPROVE and args_text.strip():
+        # The editor holds the arguments as shown; unchanged ones are no edit (the service
+        # compares them with the step's).
+        try:
+            args = json.loads(args_text)
+        except ValueError as exc:
+            messages.error(
+                request, f"Could not record your decision: the arguments are not JSON ({exc})."
+            )
+            return redirect("approval-inbox")
     try:
         approval = services.approval_decide(
             approval_id=approval_id,
             actor=Actor.for_user(request.user),
             decision=decision,
             comment=request.POST.get("comment", "").strip(),
+            args=args,
         )
     except ApprovalRequest.DoesNotExist:
         messages.error(request, f"Approval request {approval_id} does not exist.")
