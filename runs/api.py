@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPagination, actor_for
 from audit.selectors import event_list
 from runs import selectors
-from runs.control import create, fork, lifecycle
+from runs.control import conversation, create, fork, lifecycle
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import AgentKind, Run
 from runs.serializers import (
@@ -30,6 +30,7 @@ from runs.serializers import (
     EventPageSerializer,
     EventQuerySerializer,
     ForkRunSerializer,
+    MessagesInputSerializer,
     RunListSerializer,
     RunSerializer,
     StepInputSerializer,
@@ -86,6 +87,7 @@ class RunViewSet(viewsets.GenericViewSet):
         "events": ("runs.view_run",),
         "create": ("runs.add_run",),
         "steps": ("runs.drive_run",),
+        "messages": ("runs.drive_run",),
         "complete": ("runs.drive_run",),
         "cancel": ("runs.cancel_run",),
         "resume": ("runs.resume_run",),
@@ -146,6 +148,25 @@ class RunViewSet(viewsets.GenericViewSet):
         step = create.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Append a client's model turn (messages and usage) to its run.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=MessagesInputSerializer,
+        responses={201: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def messages(self, request: Request, pk: uuid.UUID) -> Response:
+        """Append messages and a model call's usage
+        (``runs.control.conversation.run_messages_append``); answers the run, with its new
+        totals."""
+        body = MessagesInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = conversation.run_messages_append(
+            actor=actor_for(request), run_id=pk, **body.validated_data
+        )
+        return self._run_response(run.pk, status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="A client run appends no more steps; it succeeds once they are done.",

@@ -418,6 +418,30 @@ class ToolCall(models.Model):
         return f"{self.idempotency_key} ({self.status})"
 
 
+class ModelCall(models.Model):
+    """One call of the agent's model in a client run, as its client reported it: ``model``
+    name, ``input_tokens`` and ``output_tokens`` (tokens), ``cost_usd`` (USD), ``latency_ms``
+    (ms), and the positions in the run's conversation of the messages reported with it
+    (``first_message`` .. ``first_message + messages - 1``). Its tokens and cost are added to
+    the run's totals when it is recorded (``runs.control.conversation``)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    model = models.CharField(max_length=200)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    first_message = models.PositiveIntegerField(default=0)
+    messages = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.model} call of run {self.run_id}"
+
+
 class IdempotencyKeyStatus(models.TextChoices):
     IN_FLIGHT = "in_flight", "In flight"
     DONE = "done", "Done"

@@ -120,6 +120,7 @@ def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionRep
     with transaction.atomic(), connection.cursor() as cursor:
         for dependent in _dependents:
             dependent.delete_for_runs(run_ids)
+        cursor.execute("DELETE FROM runs_modelcall WHERE run_id = ANY(%s)", [run_ids])
         cursor.execute("DELETE FROM runs_run WHERE id = ANY(%s)", [run_ids])
         report.runs += cursor.rowcount
     _timed_batch(report, started)

@@ -189,6 +189,21 @@ class StepInputSerializer(StrictSerializer):
     tool = serializers.CharField(max_length=128)
     args = serializers.DictField(required=False, default=dict)
     rationale = serializers.CharField(required=False, allow_blank=True, default="")
+    usage = serializers.DictField(
+        required=False,
+        help_text="What choosing this call cost: model, input_tokens and output_tokens "
+        "(tokens), cost_usd (USD), latency_ms (ms).",
+    )
+
+
+class MessagesInputSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/messages/``: a client's model turn: ``messages`` in OpenAI chat
+    format, appended to the conversation, and the model call's ``usage`` (``model``,
+    ``input_tokens`` and ``output_tokens`` in tokens, ``cost_usd`` in USD, ``latency_ms`` in
+    ms), added to the run's totals."""
+
+    messages = serializers.ListField(child=serializers.DictField())
+    usage = serializers.DictField(required=False)
 
 
 class CreateRunSerializer(StrictSerializer):

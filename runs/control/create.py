@@ -14,6 +14,7 @@ from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
+from runs.control.conversation import add_usage_locked, parse_usage
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import AgentKind, Run, Step
 from runs.tools import get_tool
@@ -141,19 +142,30 @@ def run_create(
 
 
 def step_append(
-    *, actor: Actor, run_id: uuid.UUID, tool: str, args: Any, rationale: str = ""
+    *,
+    actor: Actor,
+    run_id: uuid.UUID,
+    tool: str,
+    args: Any,
+    rationale: str = "",
+    usage: Any = None,
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done.
 
+    ``usage`` (``runs.control.conversation.parse_usage``; ``model`` optional) is what the
+    client's model spent choosing this call: kept on the step and added to the run's totals.
+
     Raises:
         Run.DoesNotExist: unknown run.
-        InvalidInput: unknown tool or arguments that fail its schema; not a client run.
+        InvalidInput: unknown tool or arguments that fail its schema; malformed usage; not a
+            client run.
         Conflict: the run is finished, or its client already completed it.
     """
     specs = parse_step_list(
         [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
     )
     validate_spec(specs[0], where="step", registered_only=True)
+    reported = parse_usage(usage, model_required=False) if usage is not None else None
     with audited_atomic():
         run = lock_run(run_id)
         if run.agent != AgentKind.CLIENT:
@@ -166,6 +178,10 @@ def step_append(
         if count >= run.step_limit:
             raise Conflict(f"run reached its step limit of {run.step_limit}")
         (step,) = create_steps(run, specs, first_index=count, actor=actor)
+        if reported is not None:
+            step.usage = reported.as_json()
+            rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
+            add_usage_locked(run, reported)
         save_run(run)
         advance_run_on_commit(run.pk)
     return step
