@@ -79,6 +79,25 @@ def save_step(step: Step, *, status_was: str) -> None:
     rows.update(step, guard={"status": status_was})
 
 
+def record_event(actor: Actor, obj: Run | Step, event: str, **payload: Any) -> None:
+    """Write the audit event of a change to a run or step that is not a transition (its
+    status stays): the verb is ``<run|step>.<event>`` (``run.messages_appended``) and from
+    and to states are both its status as shown."""
+    is_run = isinstance(obj, Run)
+    shown = obj.status_info.value
+    object_type = "run" if is_run else "step"
+    audit_record(
+        actor=actor,
+        verb=f"{object_type}.{event}",
+        object_type=object_type,
+        object_id=obj.pk,
+        run_id=cast(uuid.UUID, obj.run_id if isinstance(obj, Step) else obj.pk),
+        from_state=shown,
+        to_state=shown,
+        payload=payload,
+    )
+
+
 def record_transition(
     actor: Actor, obj: Run | Step, from_state: str, *, from_gate: str | None = None, **payload: Any
 ) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.services import audit_record, audited_atomic
+from audit.services import audited_atomic
 from runs.models import AgentKind, ModelCall, Run
-from runs.transitions import lock_run, save_run
+from runs.transitions import lock_run, record_event, save_run
 
 # OpenAI chat-format roles and message keys a run keeps.
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -167,17 +167,11 @@ def run_messages_append(
                 ]
             )
         save_run(run)
-        audit_record(
-            actor=actor,
-            verb="run.messages_appended",
-            object_type="run",
-            object_id=run.pk,
-            run_id=run.pk,
-            from_state=run.status_info.value,
-            to_state=run.status_info.value,
-            payload={
-                "messages": len(checked),
-                "usage": reported.as_json() if reported is not None else None,
-            },
+        record_event(
+            actor,
+            run,
+            "messages_appended",
+            messages=len(checked),
+            usage=reported.as_json() if reported is not None else None,
         )
     return run

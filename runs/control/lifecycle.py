@@ -10,12 +10,19 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.services import audit_record, audited_atomic
+from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
 from runs.executor.gates import gate_cancel_locked
 from runs.models import AgentKind, Run
 from runs.statuses import STEP_OPEN, RunStatus, StepStatus
-from runs.transitions import lock_run, lock_steps, record_transition, save_run, save_step
+from runs.transitions import (
+    lock_run,
+    lock_steps,
+    record_event,
+    record_transition,
+    save_run,
+    save_step,
+)
 from runs.wakeups import execute_step_on_commit
 
 
@@ -37,15 +44,7 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
             raise Conflict("the client already completed this run")
         run.client_done = True
         save_run(run)
-        audit_record(
-            actor=actor,
-            verb="run.client_completed",
-            object_type="run",
-            object_id=run.pk,
-            run_id=run.pk,
-            from_state=run.status_info.value,
-            to_state=run.status_info.value,
-        )
+        record_event(actor, run, "client_completed")
         advance_locked(run, actor)
     return run
 

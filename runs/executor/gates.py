@@ -15,14 +15,13 @@ from django_fsm import ConcurrentTransition
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from audit.services import audit_record
 from runs import gates
 from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
 from runs.tools import get_tool
-from runs.transitions import record_transition, save_run, save_step
+from runs.transitions import record_event, record_transition, save_run, save_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
 
 
@@ -104,19 +103,11 @@ def gate_edit_args_locked(
     if changed != 1:
         raise ConcurrentTransition(f"step {step.pk} is no longer waiting")
     step.args, step.args_hash, step.idempotency_key = args, digest, key
-    audit_record(
-        actor=actor,
-        verb="step.args_edited",
-        object_type="step",
-        object_id=step.pk,
-        run_id=run.pk,
-        from_state=step.status_info.value,
-        to_state=step.status_info.value,
-        payload={
-            "from": before,
-            "to": {"args": args, "idempotency_key": key},
-            "reason": reason,
-        },
+    record_event(
+        actor,
+        step,
+        "args_edited",
+        **{"from": before, "to": {"args": args, "idempotency_key": key}, "reason": reason},
     )
     return dict(before["args"])
 
