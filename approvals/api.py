@@ -109,7 +109,7 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         return self._decide(request, pk, Decision.APPROVE)
 
     @extend_schema(
-        summary="Reject: the step is rejected with the comment and the run fails.",
+        summary="Reject: the step is rejected with the comment as its reason.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=DecideSerializer,
         responses=_DECIDE_RESPONSES,

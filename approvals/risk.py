@@ -8,6 +8,7 @@ that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``se
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fnmatch import fnmatchcase
 
 from django.conf import settings
@@ -95,3 +96,16 @@ class ApprovalStepPolicy:
             )
             found.append(Classification(risk, APPROVAL_GATE, policy.as_json()))
         return found
+
+    def escalate(
+        self, request: StepRequest, current: Classification, reason: str
+    ) -> Classification:
+        """At least one approval, for ``reason`` (added to the step's own reason when its risk
+        already needed approvals)."""
+        policy = ApprovalPolicy(
+            approvals=1, ttl_seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS, reason=reason
+        )
+        if current.gate == APPROVAL_GATE:
+            own = ApprovalPolicy.from_json(current.params)
+            policy = replace(own, reason=f"{reason}; {own.reason}" if own.reason else reason)
+        return Classification(current.risk, APPROVAL_GATE, policy.as_json())

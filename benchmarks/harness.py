@@ -392,19 +392,20 @@ def bench_users() -> dict[str, Any]:
 
 _LOAD_RUNS = """
 INSERT INTO runs_run (id, goal, agent, input, metadata, state, conversation, status, gate,
-    version, client_done, step_limit, usage_tokens, cost_usd, duration_ms, created_at,
-    updated_at, started_at, finished_at)
+    version, client_done, step_limit, on_budget_exceeded, budget_grants, usage_tokens, cost_usd,
+    duration_ms, created_at, updated_at, started_at, finished_at)
 SELECT md5(%(tag)s || g)::uuid, 'bench run ' || g, 'plan', '{}', %(metadata)s, '{}', '[]',
-    %(status)s, '', 1, false, 500, 0, 0, 0,
+    %(status)s, '', 1, false, 500, 'fail', 0, 0, 0, 0,
     %(at)s - (%(runs)s - g) * interval '1 second', %(at)s, %(at)s, %(finished)s
 FROM generate_series(1, %(runs)s) AS g
 """
 
 _LOAD_STEPS = """
-INSERT INTO runs_step (run_id, index, tool, args, args_hash, idempotency_key, risk,
-    gate, gate_params, rationale, tool_call_id, status, attempts, max_attempts,
-    timeout_seconds, lease_owner, result, usage, created_at, updated_at, started_at, finished_at)
-SELECT md5(%(tag)s || g)::uuid, i, 'echo', '{"value": 1}', md5('{"value":1}'),
+INSERT INTO runs_step (run_id, index, tool, args, args_hash, executor, args_schema,
+    idempotency_key, risk, gate, gate_params, rationale, tool_call_id, status, attempts,
+    max_attempts, timeout_seconds, lease_owner, result, usage, created_at, updated_at,
+    started_at, finished_at)
+SELECT md5(%(tag)s || g)::uuid, i, 'echo', '{"value": 1}', md5('{"value":1}'), 'server', '{}',
     md5(%(tag)s || g)::uuid::text || ':' || i || ':echo', 'low', '', '{}', '', '',
     %(step_status)s, 1, 3, 60, '', '1', '{}', %(at)s, %(at)s, %(at)s, %(finished)s
 FROM generate_series(1, %(runs)s) AS g, generate_series(0, %(steps)s - 1) AS i

@@ -21,9 +21,11 @@ from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPaginati
 from audit.selectors import event_list
 from runs import selectors
 from runs.control import conversation, create, fork, lifecycle
+from runs.executor import client
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import AgentKind, Run
 from runs.serializers import (
+    AppendStepSerializer,
     CancelRunSerializer,
     CreateRunSerializer,
     EmptySerializer,
@@ -33,7 +35,7 @@ from runs.serializers import (
     MessagesInputSerializer,
     RunListSerializer,
     RunSerializer,
-    StepInputSerializer,
+    StepReportSerializer,
     StepSerializer,
     ToolSerializer,
 )
@@ -75,8 +77,9 @@ class RunViewSet(viewsets.GenericViewSet):
     """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
 
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``).
-    Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps and complete
-    ``runs.drive_run``; cancel ``runs.cancel_run``; resume ``runs.resume_run``.
+    Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps, report
+    client steps' results, append messages and complete ``runs.drive_run``; cancel
+    ``runs.cancel_run``; resume ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -87,6 +90,8 @@ class RunViewSet(viewsets.GenericViewSet):
         "events": ("runs.view_run",),
         "create": ("runs.add_run",),
         "steps": ("runs.drive_run",),
+        "step": ("runs.view_run",),
+        "step_result": ("runs.drive_run",),
         "messages": ("runs.drive_run",),
         "complete": ("runs.drive_run",),
         "cancel": ("runs.cancel_run",),
@@ -135,19 +140,50 @@ class RunViewSet(viewsets.GenericViewSet):
     @extend_schema(
         summary="Append a step to a client run.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=StepInputSerializer,
+        request=AppendStepSerializer,
         responses={201: StepSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
     def steps(self, request: Request, pk: uuid.UUID) -> Response:
         """Append one step (``runs.control.create.step_append``); it runs after the steps
-        before it."""
-        body = StepInputSerializer(data=request.data)
+        before it (a client step becomes ``ready`` for its client)."""
+        body = AppendStepSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         step = create.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="One step of a run, as it is now.",
+        responses={200: StepSerializer, 404: _NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"], url_path="steps/<int:step_id>")
+    def step(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
+        """The step ``step_id`` of the run: a client that crashed reads here whether its
+        client step's outcome is on record (``succeeded``) or still to report (``ready``)."""
+        step = selectors.steps_with_details().get(pk=step_id, run_id=pk)
+        return Response(StepSerializer(step).data)
+
+    @extend_schema(
+        summary="Report the outcome of a client step (a tool the client ran itself).",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=StepReportSerializer,
+        responses={200: StepSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/result")
+    @idempotent
+    def step_result(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
+        """Record ``{"result"}``, ``{"error"}`` or ``{"outcome": "unknown"}`` for a ready client
+        step (``runs.executor.client.step_report``); the same report again answers the step
+        as it is, a different one for a settled step is a 409."""
+        body = StepReportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        step = client.step_report(
+            actor=actor_for(request), run_id=pk, step_id=step_id, report=dict(request.data)
+        )
+        step = selectors.steps_with_details().get(pk=step.pk)
+        return Response(StepSerializer(step).data)
 
     @extend_schema(
         summary="Append a client's model turn (messages and usage) to its run.",

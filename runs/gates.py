@@ -62,6 +62,13 @@ class StepPolicy(Protocol):
     def classify(self, requests: list[StepRequest]) -> list[Classification]:
         """One classification per request, in order."""
 
+    def escalate(
+        self, request: StepRequest, current: Classification, reason: str
+    ) -> Classification | None:
+        """The classification of a step that, beyond ``current``, needs a person's go-ahead
+        before it runs for ``reason`` (e.g. its run crossed its budget); None when no gate
+        kind can give one (the caller then refuses the step)."""
+
 
 class GateKind(Protocol):
     """One kind of gate. ``name`` is stored in ``Step.gate`` and ``Run.gate`` (at most 32
@@ -98,6 +105,11 @@ class ToolRiskPolicy:
             tool = get_tool(request.tool)
             found.append(Classification(Risk(tool.risk) if tool else Risk.HIGH))
         return found
+
+    def escalate(
+        self, request: StepRequest, current: Classification, reason: str
+    ) -> Classification | None:
+        return None
 
 
 _kinds: dict[str, GateKind] = {}

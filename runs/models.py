@@ -47,6 +47,20 @@ class AgentKind(models.TextChoices):
     TRANSCRIPT = "transcript", "Recorded transcript"
 
 
+class Executor(models.TextChoices):
+    """Who runs a step's tool: agentops' workers (a registered tool) or the client app."""
+
+    SERVER = "server", "agentops workers"
+    CLIENT = "client", "Client app"
+
+
+class OnBudgetExceeded(models.TextChoices):
+    """What crossing a run's budget does (``runs.budget``)."""
+
+    FAIL = "fail", "Fail the run"
+    APPROVE = "approve", "Ask a reviewer to continue"
+
+
 class Run(ConcurrentTransitionMixin, models.Model):
     """One agent task: its goal, the agent driving it, its working state and conversation.
 
@@ -54,8 +68,11 @@ class Run(ConcurrentTransitionMixin, models.Model):
     copy after each step); ``conversation`` the run's messages (OpenAI chat format);
     ``client_done`` is set when a client agent says it appends no more steps. Usage totals:
     ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms spent in tool calls).
-    ``step_limit`` caps the number of steps; ``deadline`` is an absolute time after which the
-    sweeper fails the run. ``gate`` names the gate kind the run waits at while its status is
+    Budget (``runs.budget``): ``max_tokens`` (tokens), ``max_cost_usd`` (USD), ``step_limit``
+    (steps) and ``deadline`` (an absolute time); crossing one fails the run or, with
+    ``on_budget_exceeded`` = approve, makes the next step wait for a reviewer's approval to
+    continue, and each such approval (``budget_grants``) grants one more allowance of every
+    limit. ``gate`` names the gate kind the run waits at while its status is
     ``waiting`` (``runs.gates``), else it is empty.
     """
 
@@ -68,6 +85,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         "version",
         "error",
         "client_done",
+        "budget_grants",
         "state",
         "usage_tokens",
         "cost_usd",
@@ -99,6 +117,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
     client_done = models.BooleanField(default=False)
     step_limit = models.PositiveIntegerField(default=500)
     deadline = models.DateTimeField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    on_budget_exceeded = models.CharField(
+        max_length=8, choices=OnBudgetExceeded.choices, default=OnBudgetExceeded.FAIL
+    )
+    budget_grants = models.PositiveIntegerField(default=0)
     usage_tokens = models.PositiveBigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     duration_ms = models.PositiveBigIntegerField(default=0)
@@ -182,8 +206,13 @@ class Step(ConcurrentTransitionMixin, models.Model):
     attempt, at, retryable). ``gate`` names the gate kind (``runs.gates``) the step must pass
     before it runs (empty: none) and ``gate_params`` that kind's parameters for it (for an
     approval gate, its approval policy), both set by the step policy when the step was created.
-    ``recorded_result`` holds the
-    recorded output a transcript step replays instead of calling a tool (None for live tools).
+    ``executor`` says who runs the tool: agentops' workers (a registered tool) or the client
+    app (any tool name; ``args_schema``, the JSON Schema the client gave, checks its arguments),
+    which gets the step when it is ``ready`` and reports its outcome
+    (``runs.executor.client``). ``budget_crossing`` is set when the step had to wait for an
+    approval to continue because its run crossed its budget (``runs.budget``).
+    ``recorded_result`` holds the recorded output a transcript step replays instead of calling
+    a tool (None for live tools).
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
     is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
@@ -211,6 +240,9 @@ class Step(ConcurrentTransitionMixin, models.Model):
     tool = models.CharField(max_length=128)
     args = models.JSONField(default=dict, blank=True)
     args_hash = models.CharField(max_length=64)
+    executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
+    args_schema = models.JSONField(default=dict, blank=True)
+    budget_crossing = models.JSONField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=300, unique=True)
     risk = models.CharField(max_length=16, choices=Risk.choices)
     gate = models.CharField(max_length=32, blank=True)
@@ -275,6 +307,37 @@ class Step(ConcurrentTransitionMixin, models.Model):
     @transition(field=status, source=StepStatus.PENDING, target=StepStatus.WAITING)
     def wait(self) -> None:
         """pending → waiting: it must pass its gate (``gate``) before it runs."""
+
+    @transition(
+        field=status, source=[StepStatus.PENDING, StepStatus.WAITING], target=StepStatus.READY
+    )
+    def hand_over(self, *, now: Any) -> None:
+        """pending|waiting (gate satisfied) → ready: its client may run the tool now."""
+        self.started_at = now
+        self.finished_at = None
+
+    @transition(field=status, source=StepStatus.READY, target=StepStatus.RUNNING)
+    def report_start(self, *, owner: str, now: Any) -> None:
+        """ready → running: the client reports an outcome (recorded in the same transaction);
+        counts one more attempt."""
+        self.attempts += 1
+        self.lease_owner = owner
+        self.started_at = self.started_at or now
+        self.finished_at = None
+
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.READY)
+    def hand_back(self, *, error: dict[str, Any], now: Any) -> None:
+        """running → ready: the client reported a retryable error and attempts remain; it may
+        run the tool again."""
+        self.error = error
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.FAILED, target=StepStatus.READY)
+    def retry_by_client(self, *, now: Any) -> None:
+        """failed → ready: an operator resumed the run; the client step gets fresh attempts."""
+        self.max_attempts = self.attempts + max(1, self.max_attempts)
+        self.started_at, self.finished_at = now, None
 
     @transition(
         field=status,
@@ -401,6 +464,8 @@ class ToolCall(models.Model):
     mid-call. A later attempt then returns a succeeded row's result instead of calling the tool
     again, and refuses to repeat a non-idempotent tool whose outcome is unknown.
     ``attempt`` is the step attempt that last started the call; ``duration_ms`` in ms.
+    ``report`` is what a client reported for a tool it ran itself (``runs.executor.client``),
+    kept to tell a repeated report from a different one.
     """
 
     idempotency_key = models.CharField(max_length=300, unique=True)
@@ -410,6 +475,7 @@ class ToolCall(models.Model):
     status = models.CharField(max_length=16, choices=CallStatus.choices)
     attempt = models.PositiveIntegerField()
     result = models.JSONField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)

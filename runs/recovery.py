@@ -16,13 +16,15 @@ from django.utils import timezone
 from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs import gates
-from runs.control.lifecycle import cancel_open_steps, run_cancel
+from runs.budget import Crossing
+from runs.control.lifecycle import run_cancel
 from runs.executor.call import structured_error
 from runs.executor.finish import fail_run_locked
+from runs.executor.gates import cancel_open_steps
 from runs.executor.ledger import ledger_outcome_unknown
 from runs.executor.record import fail_or_retry
 from runs.idempotency import idempotency_keys_purge
-from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.models import AgentKind, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.statuses import RUN_CANCELLABLE, STEP_IN_FLIGHT, AttemptStatus, RunStatus, StepStatus
 from runs.transitions import lock_run, lock_run_of_step, lock_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit, retry_step_on_commit
@@ -75,7 +77,8 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     queued steps and stalled runs whose message may be lost (unchanged for longer than
     ``AGENTOPS_REQUEUE_AFTER_SECONDS``: a run still queued, or running with nothing in flight
     but something to do), a step at most once per that period; asks every gate kind to
-    expire what waited too long, fails runs past their deadline and forgets expired
+    expire what waited too long, fails runs past their deadline (those whose budget policy is
+    to fail: under the approve policy their next step waits instead) and forgets expired
     ``Idempotency-Key``s. Returns counts by kind.
     """
     now = timezone.now()
@@ -136,6 +139,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     for run_id in Run.objects.filter(
         status__in=RUN_CANCELLABLE,
         deadline__lte=now,
+        on_budget_exceeded=OnBudgetExceeded.FAIL,
     ).values_list("pk", flat=True):
         with audited_atomic():
             run = lock_run(run_id)
@@ -145,10 +149,9 @@ def sweep(*, actor: Actor) -> dict[str, int]:
                 run_cancel(run_id=run.pk, actor=actor, reason="deadline passed before it started")
             else:
                 cancel_open_steps(run, actor, now)
-                fail_run_locked(
-                    run,
-                    actor,
-                    {"type": "deadline_exceeded", "message": "the run's deadline passed"},
+                deadline = Crossing(
+                    "deadline", now.isoformat(), run.deadline.isoformat() if run.deadline else ""
                 )
+                fail_run_locked(run, actor, deadline.as_json())
         counts["deadlines"] += 1
     return counts

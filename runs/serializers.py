@@ -15,7 +15,8 @@ from rest_framework import serializers
 
 from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
-from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.budget import budget_json
+from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
@@ -66,9 +67,12 @@ class StepSerializer(serializers.ModelSerializer[Step]):
             "max_attempts",
             "timeout_seconds",
             "next_attempt_at",
+            "executor",
+            "args_schema",
             "result",
             "error",
             "usage",
+            "budget_crossing",
             "rationale",
             "idempotency_key",
             "approval",
@@ -119,12 +123,27 @@ _RUN_FIELDS = [
     "metadata",
     "step_limit",
     "deadline",
+    "budget",
     "client_done",
     "usage_tokens",
     "cost_usd",
     "duration_ms",
     "version",
 ]
+
+
+class BudgetSerializer(serializers.Serializer):
+    """A run's budget (``runs.budget``): ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
+    ``max_steps`` (steps), ``deadline``; ``on_exceed`` (``fail`` | ``approve``) says what
+    crossing one does; ``grants`` counts approvals to continue, each one more allowance of
+    every limit."""
+
+    max_tokens = serializers.IntegerField(allow_null=True, required=False)
+    max_cost_usd = serializers.FloatField(allow_null=True, required=False)
+    max_steps = serializers.IntegerField(required=False, min_value=1)
+    deadline = serializers.DateTimeField(allow_null=True, required=False)
+    on_exceed = serializers.ChoiceField(choices=OnBudgetExceeded.choices, required=False)
+    grants = serializers.IntegerField(read_only=True)
 
 
 class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
@@ -139,11 +158,16 @@ class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
     cost_usd = serializers.DecimalField(
         max_digits=12, decimal_places=6, coerce_to_string=False, read_only=True
     )
+    budget = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
         fields = _RUN_FIELDS
         read_only_fields = fields
+
+    @extend_schema_field(BudgetSerializer)
+    def get_budget(self, run: Run) -> dict[str, Any]:
+        return budget_json(run)
 
 
 class RunListSerializer(_RunFieldsSerializer):
@@ -196,6 +220,27 @@ class StepInputSerializer(StrictSerializer):
     )
 
 
+class AppendStepSerializer(StepInputSerializer):
+    """``POST /api/v1/runs/{id}/steps/``: one step for a client run. ``executor`` ``server``
+    names a registered tool the workers run; ``client``: the client runs the tool itself (any
+    name) and reports its outcome once the step is ``ready``; ``args_schema`` is the JSON
+    Schema of its arguments (a reviewer's edits are checked against it)."""
+
+    executor = serializers.ChoiceField(choices=Executor.choices, default=Executor.SERVER)
+    args_schema = serializers.DictField(required=False)
+
+
+class StepReportSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/steps/{step_id}/result/``: exactly one of ``result`` (any
+    JSON: the tool's output), ``error`` (``{"type": str, "message": str, "retryable":
+    bool}``) or ``outcome`` (``"unknown"``: the client cannot tell whether the call took
+    effect)."""
+
+    result = serializers.JSONField(required=False, allow_null=True)
+    error = serializers.DictField(required=False)
+    outcome = serializers.CharField(required=False)
+
+
 class MessagesInputSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/messages/``: a client's model turn: ``messages`` in OpenAI chat
     format, appended to the conversation, and the model call's ``usage`` (``model``,
@@ -209,7 +254,8 @@ class MessagesInputSerializer(StrictSerializer):
 class CreateRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
-    when the run fails if not finished."""
+    when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
+    limit and what crossing one does."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     goal = serializers.CharField()
@@ -218,6 +264,11 @@ class CreateRunSerializer(StrictSerializer):
     metadata = serializers.DictField(required=False)
     step_limit = serializers.IntegerField(required=False, min_value=1)
     deadline = serializers.DateTimeField(required=False)
+    budget = serializers.DictField(
+        required=False,
+        help_text="max_tokens (tokens), max_cost_usd (USD), max_steps, deadline (ISO 8601), "
+        "on_exceed: fail (default) or approve (a reviewer approves continuing).",
+    )
 
 
 class CancelRunSerializer(StrictSerializer):

@@ -25,6 +25,7 @@ class RunStatus(models.TextChoices):
 class StepStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     WAITING = "waiting", "Waiting at a gate"
+    READY = "ready", "Ready for its client"
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     WAITING_RETRY = "waiting_retry", "Waiting to retry"
@@ -65,6 +66,9 @@ STEP_STATUSES = status_map(
         StatusInfo("pending", "Pending", "neutral", open=True, cancellable=True),
         StatusInfo(
             "waiting", "Waiting at a gate", "attention", open=True, in_flight=True, cancellable=True
+        ),
+        StatusInfo(
+            "ready", "Ready for its client", "active", open=True, in_flight=True, cancellable=True
         ),
         StatusInfo("queued", "Queued", "active", open=True, in_flight=True, cancellable=True),
         StatusInfo("running", "Running", "active", open=True, in_flight=True, cancellable=True),

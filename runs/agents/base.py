@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 class StepSpec:
     """A step an agent wants run: ``tool`` name, ``args`` object and the agent's ``rationale``;
     transcript steps also carry ``tool_call_id`` and the ``recorded_result`` to replay, and the
-    ``position`` of their call in the conversation."""
+    ``position`` of their call in the conversation. ``executor`` is ``server`` (a registered
+    tool the workers run) or ``client`` (the client app runs it; ``args_schema`` is the JSON
+    Schema it gave for the arguments, possibly empty)."""
 
     tool: str
     args: dict[str, Any]
@@ -23,6 +25,8 @@ class StepSpec:
     tool_call_id: str = ""
     recorded_result: Any = None
     position: int | None = None
+    executor: str = "server"
+    args_schema: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

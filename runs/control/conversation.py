@@ -13,6 +13,7 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
+from runs.executor.limits import budget_stops_run_locked
 from runs.models import AgentKind, ModelCall, Run
 from runs.transitions import lock_run, record_event, save_run
 
@@ -129,7 +130,8 @@ def run_messages_append(
     """Append a client's model turn to its run: ``messages`` (OpenAI chat format) go to the end
     of the conversation, and ``usage`` (``parse_usage``), when given, is recorded as a
     ``ModelCall`` and added to the run's token and cost totals. One audit event,
-    ``run.messages_appended``, with the count and the usage.
+    ``run.messages_appended``, with the count and the usage. Totals that cross the run's
+    budget fail it when its budget policy is to fail (``runs.executor.limits``).
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -174,4 +176,5 @@ def run_messages_append(
             messages=len(checked),
             usage=reported.as_json() if reported is not None else None,
         )
+        budget_stops_run_locked(run, actor)
     return run

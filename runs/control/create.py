@@ -14,21 +14,32 @@ from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
+from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, parse_usage
+from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import AgentKind, Run, Step
-from runs.tools import get_tool
+from runs.models import AgentKind, Executor, Run, Step
+from runs.tools import get_tool, schema_invalid, schema_problem
 from runs.transitions import lock_run, record_transition, save_run
 from runs.wakeups import advance_run_on_commit
 
 
 def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
-    """Check a step spec's tool and arguments; ``where`` names it in the error.
+    """Check a step spec's tool and arguments; ``where`` names it in the error. A client step
+    may name any tool; its arguments are checked against the schema its client gave.
 
     Raises:
         InvalidInput: the tool is unknown (when ``registered_only``), or the arguments fail
-            the tool's JSON schema.
+            the tool's JSON schema; a client step's ``args_schema`` is no JSON Schema.
     """
+    if spec.executor == Executor.CLIENT:
+        invalid = schema_invalid(spec.args_schema)
+        if invalid:
+            raise InvalidInput(f"{where}.args_schema: {invalid}", field=f"{where}.args_schema")
+        problem = schema_problem(spec.args_schema, spec.args)
+        if problem:
+            raise InvalidInput(f"{where}.args: {problem}", field=f"{where}.args")
+        return
     tool = get_tool(spec.tool)
     if tool is None:
         if registered_only:
@@ -49,6 +60,8 @@ def new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> 
         tool=spec.tool,
         args=spec.args,
         args_hash=digest,
+        executor=spec.executor,
+        args_schema=spec.args_schema,
         idempotency_key=Step.key_for(run.pk, index, spec.tool, digest),
         risk=klass.risk,
         gate=klass.gate,
@@ -97,17 +110,22 @@ def run_create(
     metadata: Any = None,
     step_limit: int | None = None,
     deadline: Any = None,
+    budget: Any = None,
 ) -> Run:
     """Create a queued run with its initial steps and start it after commit.
 
     ``agent`` is plan, client or transcript; ``steps`` a list of ``{"tool", "args",
     "rationale"?}`` (plan, client); ``transcript`` an OpenAI chat message list (transcript);
     ``metadata`` a JSON object kept as is; ``step_limit`` caps the steps (default
-    ``AGENTOPS_DEFAULT_STEP_LIMIT``); ``deadline`` an aware datetime.
+    ``AGENTOPS_DEFAULT_STEP_LIMIT``); ``deadline`` an aware datetime; ``budget`` the run's
+    budget (``runs.budget.parse_budget``: ``max_tokens``, ``max_cost_usd``, ``max_steps``,
+    ``deadline``, ``on_exceed``), whose ``max_steps`` and ``deadline`` stand for
+    ``step_limit`` and ``deadline``.
 
     Raises:
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
-            tool's schema, a transcript that does not parse, more steps than the limit.
+            tool's schema, a transcript that does not parse, more steps than the limit, a
+            malformed budget or one that repeats ``step_limit`` or ``deadline``.
     """
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
@@ -119,7 +137,14 @@ def run_create(
     prepared = handler.prepare({"steps": steps, "transcript": transcript})
     for i, spec in enumerate(prepared.steps):
         validate_spec(spec, where=f"steps[{i}]", registered_only=handler.needs_registered_tools)
-    limit = step_limit or settings.AGENTOPS_DEFAULT_STEP_LIMIT
+    limits = parse_budget(budget) if budget is not None else {}
+    if ("step_limit" in limits and step_limit) or ("deadline" in limits and deadline):
+        raise InvalidInput(
+            "give max_steps and deadline either in budget or as step_limit and deadline",
+            field="budget",
+        )
+    limit = limits.pop("step_limit", None) or step_limit or settings.AGENTOPS_DEFAULT_STEP_LIMIT
+    deadline = limits.pop("deadline", None) or deadline
     if len(prepared.steps) > limit:
         raise InvalidInput(
             f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
@@ -134,6 +159,7 @@ def run_create(
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
+            **limits,
         )
         record_transition(actor, run, "", agent=agent, goal=goal)
         create_steps(run, prepared.steps, first_index=0, actor=actor)
@@ -149,23 +175,42 @@ def step_append(
     args: Any,
     rationale: str = "",
     usage: Any = None,
+    executor: str = Executor.SERVER,
+    args_schema: Any = None,
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done.
 
-    ``usage`` (``runs.control.conversation.parse_usage``; ``model`` optional) is what the
-    client's model spent choosing this call: kept on the step and added to the run's totals.
+    ``executor`` ``server``: a registered tool the workers run; ``client``: the client runs
+    the tool itself (any name; ``args_schema``, a JSON Schema object, checks the arguments)
+    and reports its outcome when the step is ``ready`` (``runs.executor.client``). ``usage``
+    (``runs.control.conversation.parse_usage``; ``model`` optional) is what the client's
+    model spent choosing this call: kept on the step and added to the run's totals.
+
+    A step past the run's step limit fails the run (budget policy fail: the request is then
+    refused with a conflict) or waits for approval to continue (policy approve; one such step
+    at a time).
 
     Raises:
         Run.DoesNotExist: unknown run.
-        InvalidInput: unknown tool or arguments that fail its schema; malformed usage; not a
-            client run.
-        Conflict: the run is finished, or its client already completed it.
+        InvalidInput: unknown server tool or arguments that fail its schema; an
+            ``args_schema`` that is no JSON Schema or given for a server step; malformed
+            usage; not a client run.
+        Conflict: the run is finished, its client already completed it, or it reached its
+            step limit.
     """
+    if executor not in Executor.values:
+        raise InvalidInput(f"executor must be one of {Executor.values}", field="executor")
+    if args_schema is not None and executor != Executor.CLIENT:
+        raise InvalidInput("args_schema is for client steps only", field="args_schema")
     specs = parse_step_list(
         [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
     )
+    specs[0].executor, specs[0].args_schema = executor, args_schema or {}
+    if len(specs[0].tool) > 128:
+        raise InvalidInput("step.tool must be at most 128 characters", field="step.tool")
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
+    refusal = ""
     with audited_atomic():
         run = lock_run(run_id)
         if run.agent != AgentKind.CLIENT:
@@ -175,13 +220,17 @@ def step_append(
         if run.client_done:
             raise Conflict("the client already completed this run")
         count = run.steps.count()
-        if count >= run.step_limit:
-            raise Conflict(f"run reached its step limit of {run.step_limit}")
-        (step,) = create_steps(run, specs, first_index=count, actor=actor)
-        if reported is not None:
-            step.usage = reported.as_json()
-            rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
-            add_usage_locked(run, reported)
-        save_run(run)
-        advance_run_on_commit(run.pk)
+        refusal = step_limit_locked(run, count, actor)
+        if not refusal:
+            (step,) = create_steps(run, specs, first_index=count, actor=actor)
+            if reported is not None:
+                step.usage = reported.as_json()
+                rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
+                add_usage_locked(run, reported)
+            save_run(run)
+            budget_stops_run_locked(run, actor)
+            advance_run_on_commit(run.pk)
+    if refusal:
+        # Raised after the commit: a run that crossed its step budget stays failed.
+        raise Conflict(refusal)
     return step

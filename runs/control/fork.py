@@ -69,6 +69,9 @@ def run_fork(
             conversation=source.conversation,
             requested_by=actor.user,
             step_limit=source.step_limit,
+            max_tokens=source.max_tokens,
+            max_cost_usd=source.max_cost_usd,
+            on_budget_exceeded=source.on_budget_exceeded,
             state=checkpoints.get(from_index - 1, {}),
         )
         record_transition(
@@ -81,6 +84,8 @@ def run_fork(
                 tool=old.tool,
                 args=old.args,
                 args_hash=old.args_hash,
+                executor=old.executor,
+                args_schema=old.args_schema,
                 idempotency_key=Step.key_for(run.pk, old.index, old.tool, old.args_hash),
                 risk=old.risk,
                 gate=old.gate,

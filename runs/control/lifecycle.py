@@ -4,7 +4,6 @@ resumes it."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from django.utils import timezone
 
@@ -12,17 +11,10 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
-from runs.executor.gates import gate_cancel_locked
-from runs.models import AgentKind, Run
-from runs.statuses import STEP_OPEN, RunStatus, StepStatus
-from runs.transitions import (
-    lock_run,
-    lock_steps,
-    record_event,
-    record_transition,
-    save_run,
-    save_step,
-)
+from runs.executor.gates import cancel_open_steps
+from runs.models import AgentKind, Executor, Run
+from runs.statuses import RunStatus, StepStatus
+from runs.transitions import lock_run, record_event, record_transition, save_run, save_step
 from runs.wakeups import execute_step_on_commit
 
 
@@ -47,17 +39,6 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
         record_event(actor, run, "client_completed")
         advance_locked(run, actor)
     return run
-
-
-def cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
-    """Cancel every open step of a locked run, closing the gate a step waits at."""
-    for step in lock_steps(run, sorted(STEP_OPEN)):
-        from_state = step.status
-        if from_state == StepStatus.WAITING:
-            gate_cancel_locked(run=run, step=step, actor=actor)
-        step.cancel(now=now)
-        save_step(step, status_was=from_state)
-        record_transition(actor, step, from_state)
 
 
 def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
@@ -86,7 +67,8 @@ def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
 def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
     """Continue a failed run from its failed step; steps that succeeded are not run again.
 
-    The failed step is queued again with fresh attempts (its earlier attempts are kept).
+    The failed step is queued again with fresh attempts (its earlier attempts are kept); a
+    client step is made ``ready`` for its client again, under the same idempotency key.
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -104,10 +86,17 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
         save_run(run)
         record_transition(actor, run, RunStatus.FAILED)
         if failed is not None and failed.status == StepStatus.FAILED:
-            failed.retry()
-            save_step(failed, status_was=StepStatus.FAILED)
-            record_transition(actor, failed, StepStatus.FAILED)
-            execute_step_on_commit(failed.pk)
+            if failed.executor == Executor.CLIENT:
+                failed.retry_by_client(now=timezone.now())
+                save_step(failed, status_was=StepStatus.FAILED)
+                record_transition(
+                    actor, failed, StepStatus.FAILED, idempotency_key=failed.idempotency_key
+                )
+            else:
+                failed.retry()
+                save_step(failed, status_was=StepStatus.FAILED)
+                record_transition(actor, failed, StepStatus.FAILED)
+                execute_step_on_commit(failed.pk)
         else:
             advance_locked(run, actor)
     return run

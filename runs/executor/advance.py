@@ -8,9 +8,10 @@ from django.utils import timezone
 from agentops.actors import Actor
 from runs.agents import agent_for
 from runs.executor.claim import Claim, claim_locked
-from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.gates import gate_open_locked
-from runs.models import Run
+from runs.executor.handover import hand_over_locked
+from runs.executor.limits import budget_gates_step_locked
+from runs.models import Executor, Run
 from runs.statuses import STEP_OPEN, RunStatus, StepStatus
 from runs.transitions import lock_steps, record_transition, save_run, save_step
 from runs.wakeups import execute_step_on_commit
@@ -19,8 +20,9 @@ _OPEN_STEP_STATUSES = sorted(STEP_OPEN)
 
 
 def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | None:
-    """Move a locked run on: start it, stop its next step at its gate or queue it, or finish
-    the run.
+    """Move a locked run on: start it, stop its next step at its gate, queue it (or hand it
+    to its client), or finish the run; a run over its budget fails or its next step waits for
+    approval to continue (``runs.executor.limits``).
 
     The caller holds the run's row lock inside a transaction. Does nothing while a step is in
     flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
@@ -35,12 +37,6 @@ def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | No
         record_transition(actor, run, RunStatus.QUEUED)
     if run.status != RunStatus.RUNNING:
         return None
-    if run.deadline and timezone.now() >= run.deadline:
-        skip_pending_locked(run, actor)
-        fail_run_locked(
-            run, actor, {"type": "deadline_exceeded", "message": "the run's deadline passed"}
-        )
-        return None
     # Steps run in index order, so the first open step is in flight or the next to start.
     found = lock_steps(run, _OPEN_STEP_STATUSES, limit=1)
     step = found[0] if found else None
@@ -53,8 +49,13 @@ def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | No
             save_run(run)
             record_transition(actor, run, RunStatus.RUNNING)
         return None
+    if budget_gates_step_locked(run, step, actor):
+        return None
     if step.gate:
         gate_open_locked(run, step, actor)
+        return None
+    if step.executor == Executor.CLIENT:
+        hand_over_locked(step, actor)
         return None
     step.enqueue()
     record_transition(actor, step, StepStatus.PENDING)

@@ -18,10 +18,11 @@ from agentops.errors import InvalidInput
 from runs import gates
 from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
-from runs.models import Run, Step
-from runs.statuses import RunStatus, StepStatus
-from runs.tools import get_tool
-from runs.transitions import record_event, record_transition, save_run, save_step
+from runs.executor.handover import hand_over_locked
+from runs.models import Executor, Run, Step
+from runs.statuses import STEP_OPEN, RunStatus, StepStatus
+from runs.tools import get_tool, schema_problem
+from runs.transitions import lock_steps, record_event, record_transition, save_run, save_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
 
 
@@ -40,15 +41,23 @@ def gate_open_locked(run: Run, step: Step, actor: Actor) -> None:
 
 def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
     """The gate a waiting step of a waiting run stood at let it through: the step is queued
-    (sent to the workers after commit) and the run goes on."""
-    step.enqueue()
-    save_step(step, status_was=StepStatus.WAITING)
-    record_transition(actor, step, StepStatus.WAITING)
+    (sent to the workers after commit), or made ``ready`` for its client, and the run goes
+    on. A step that waited because the run crossed its budget grants the run one more
+    allowance (``runs.budget``)."""
+    if step.budget_crossing:
+        run.budget_grants += 1
+        record_event(actor, run, "budget_granted", grants=run.budget_grants, step=step.index)
+    if step.executor == Executor.CLIENT:
+        hand_over_locked(step, actor)
+    else:
+        step.enqueue()
+        save_step(step, status_was=StepStatus.WAITING)
+        record_transition(actor, step, StepStatus.WAITING)
+        execute_step_on_commit(step.pk)
     from_gate = run.gate
     run.unblock()
     save_run(run)
     record_transition(actor, run, RunStatus.WAITING, from_gate=from_gate)
-    execute_step_on_commit(step.pk)
 
 
 def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, Any]) -> None:
@@ -83,13 +92,17 @@ def gate_edit_args_locked(
     Returns the arguments it replaced.
 
     Raises:
-        InvalidInput: ``args`` is not an object or fails the tool's JSON schema.
+        InvalidInput: ``args`` is not an object or fails the tool's JSON schema (for a client
+            step, the schema its client gave).
         ConcurrentTransition: the step is no longer waiting.
     """
     if not isinstance(args, dict):
         raise InvalidInput("args must be an object", field="args")
     tool = get_tool(step.tool)
-    problem = tool.validate_args(args) if tool else None
+    if step.executor == Executor.CLIENT:
+        problem = schema_problem(step.args_schema, args) if step.args_schema else None
+    else:
+        problem = tool.validate_args(args) if tool else None
     if problem:
         raise InvalidInput(f"args: {problem}", field="args")
     before = {"args": step.args, "idempotency_key": step.idempotency_key}
@@ -116,3 +129,14 @@ def gate_cancel_locked(*, run: Run, step: Step, actor: Actor) -> None:
     """Close the gate of a waiting step whose run is being cancelled (the caller then cancels
     the step)."""
     gates.kind(step.gate).cancel(run=run, step=step, actor=actor)
+
+
+def cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
+    """Cancel every open step of a locked run, closing the gate a step waits at."""
+    for step in lock_steps(run, sorted(STEP_OPEN)):
+        from_state = step.status
+        if from_state == StepStatus.WAITING:
+            gate_cancel_locked(run=run, step=step, actor=actor)
+        step.cancel(now=now)
+        save_step(step, status_was=from_state)
+        record_transition(actor, step, from_state)

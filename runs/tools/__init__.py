@@ -1,5 +1,23 @@
 """The tool registry: callables a step may name, with their argument schema and risk."""
 
-from runs.tools.registry import Tool, ToolContext, ToolError, all_tools, get_tool, register
+from runs.tools.registry import (
+    Tool,
+    ToolContext,
+    ToolError,
+    all_tools,
+    get_tool,
+    register,
+    schema_invalid,
+    schema_problem,
+)
 
-__all__ = ["Tool", "ToolContext", "ToolError", "all_tools", "get_tool", "register"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "all_tools",
+    "get_tool",
+    "register",
+    "schema_invalid",
+    "schema_problem",
+]

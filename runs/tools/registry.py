@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import SchemaError, best_match
 
 
 class ToolError(Exception):
@@ -74,11 +74,28 @@ class Tool:
 
     def validate_args(self, args: Any) -> str | None:
         """The reason ``args`` fail this tool's schema, or None when they pass."""
-        error = best_match(Draft202012Validator(self.schema).iter_errors(args))
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        return f"{where}: {error.message}"
+        return schema_problem(self.schema, args)
+
+
+def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
+    """Why ``value`` fails the JSON Schema (draft 2020-12) ``schema``, or None when it passes:
+    the best-matching error, prefixed with the path to the failing part."""
+    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"{where}: {error.message}"
+
+
+def schema_invalid(schema: Any) -> str | None:
+    """Why ``schema`` is not a JSON Schema (draft 2020-12) object, or None when it is."""
+    if not isinstance(schema, dict):
+        return "must be a JSON Schema object"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return exc.message
+    return None
 
 
 _REGISTRY: dict[str, Tool] = {}

@@ -23,6 +23,10 @@ KWARGS: dict[str, dict[str, Any]] = {
     "fail": {"error": ERROR, "now": NOW},
     "reject": {"error": ERROR, "now": NOW},
     "cancel": {"now": NOW},
+    "hand_over": {"now": NOW},
+    "report_start": {"owner": "client:1", "now": NOW},
+    "hand_back": {"error": ERROR, "now": NOW},
+    "retry_by_client": {"now": NOW},
 }
 METHODS = [
     "wait",
@@ -35,6 +39,10 @@ METHODS = [
     "reject",
     "skip",
     "cancel",
+    "hand_over",
+    "report_start",
+    "hand_back",
+    "retry_by_client",
 ]
 S = StepStatus
 # (source, method) → target, as ARCHITECTURE.md's step state model says.
@@ -50,9 +58,15 @@ ALLOWED = {
     (S.FAILED, "retry"): S.QUEUED,
     (S.WAITING, "reject"): S.REJECTED,
     (S.PENDING, "skip"): S.SKIPPED,
+    # Client steps: handed to the client app, which reports their outcome.
+    (S.PENDING, "hand_over"): S.READY,
+    (S.WAITING, "hand_over"): S.READY,
+    (S.READY, "report_start"): S.RUNNING,
+    (S.RUNNING, "hand_back"): S.READY,
+    (S.FAILED, "retry_by_client"): S.READY,
     **{
         (source, "cancel"): S.CANCELLED
-        for source in [S.PENDING, S.WAITING, S.QUEUED, S.RUNNING, S.WAITING_RETRY]
+        for source in [S.PENDING, S.WAITING, S.READY, S.QUEUED, S.RUNNING, S.WAITING_RETRY]
     },
 }
 FORBIDDEN = [

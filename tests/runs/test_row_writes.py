@@ -27,6 +27,7 @@ from runs.control.create import run_create, step_append
 from runs.control.fork import run_fork
 from runs.control.lifecycle import run_cancel, run_complete, run_resume
 from runs.executor.claim import claim_step
+from runs.executor.client import step_report
 from runs.executor.entry import run_advance
 from runs.models import Run, Step
 from runs.recovery import sweep
@@ -142,7 +143,30 @@ def test_service_flows_write_every_field_they_change(
     with capture(execute=True):
         step_append(actor=op, run_id=client.pk, tool="echo", args={"value": 2})
     with capture(execute=True):
+        own = step_append(
+            actor=op, run_id=client.pk, tool="get_quote", args={"q": 1}, executor="client"
+        )
+    retryable = {"type": "Timeout", "message": "slow", "retryable": True}
+    with capture(execute=True):
+        step_report(actor=op, run_id=client.pk, step_id=own.pk, report={"error": retryable})
+    with capture(execute=True):
+        step_report(actor=op, run_id=client.pk, step_id=own.pk, report={"result": {"ok": 1}})
+    with capture(execute=True):
         run_complete(run_id=client.pk, actor=op)
+    # Over its token budget, the next step waits for approval to continue; approving grants.
+    with capture(execute=True):
+        budgeted = run_create(
+            actor=op, agent="client", goal="b", budget={"max_tokens": 10, "on_exceed": "approve"}
+        )
+    with capture(execute=True):
+        step_append(
+            actor=op, run_id=budgeted.pk, tool="echo", args={"value": 5}, usage={"input_tokens": 11}
+        )
+    with capture(execute=True):
+        approval_decide(
+            approval_id=ApprovalRequest.objects.get(run=budgeted).pk, actor=rev, decision="approve"
+        )
+    assert Run.objects.get(pk=budgeted.pk).budget_grants == 1
     # A worker claims a step and dies: its lease runs out and the sweeper recovers the step.
     with capture(execute=False):
         lost = _plan(op, {"tool": "echo", "args": {"value": 4}})

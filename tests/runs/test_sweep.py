@@ -92,7 +92,7 @@ def test_a_run_past_its_deadline_fails_and_its_open_steps_are_cancelled(
     assert counts["deadlines"] == 1
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
-    assert run.error["type"] == "deadline_exceeded"
+    assert (run.error["type"], run.error["limit"]) == ("budget_exceeded", "deadline")
 
 
 def test_a_queued_step_is_sent_again_at_most_once_per_requeue_period(

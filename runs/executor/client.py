@@ -1,0 +1,223 @@
+"""Client-run tools: a step whose tool the client app runs itself (``Step.executor`` client).
+
+When such a step's turn comes and its gate (if any) let it through, it becomes ``ready``
+instead of going to the workers: its client reads the final arguments (a reviewer may have
+edited them) and the idempotency key, runs the tool, and reports the outcome
+(``step_report``):
+
+- ``{"result": <any JSON>}``: the step succeeds with it and the run moves on;
+- ``{"error": {"type": str, "message": str, "retryable": bool}}``: with ``retryable`` and
+  attempts left the step is ``ready`` again; otherwise it fails, and the run with it;
+- ``{"outcome": "unknown"}``: the client cannot tell whether the call took effect (it
+  crashed mid-call): the step fails with ``outcome_unknown`` and nobody repeats it unasked (an
+  operator may resume the run; the client then runs it again under the same key).
+
+The report settles the tool-call ledger row of the step's idempotency key and is kept there:
+the same report again answers the step as it is; a different one for a settled step is a
+conflict. A client that crashed reads the step: ``succeeded`` means its effect is on record.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from agentops import rows
+from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
+from audit.services import audited_atomic
+from runs.agents import agent_for
+from runs.executor.advance import advance_locked
+from runs.executor.record import fail_or_retry
+from runs.models import Checkpoint, Executor, Run, Step, StepAttempt, ToolCall
+from runs.statuses import AttemptStatus, CallStatus, RunStatus, StepStatus
+from runs.transitions import lock_run, lock_step, record_transition, save_run, save_step
+
+REPORT_KEYS = {"result", "error", "outcome"}
+ERROR_KEYS = {"type", "message", "retryable"}
+MAX_REPORT_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Report:
+    """A client's report on a tool it ran: ``kind`` is ``result``, ``error`` or ``unknown``;
+    ``value`` the result or the error object; ``raw`` the report as sent (kept in the
+    ledger)."""
+
+    kind: str
+    value: Any
+    raw: dict[str, Any]
+
+
+def parse_report(raw: Any) -> Report:
+    """Check a report: exactly one of ``{"result": any}``, ``{"error": {"type": str,
+    "message": str, "retryable": bool}}``, ``{"outcome": "unknown"}``.
+
+    Raises:
+        InvalidInput: anything else (an error without its keys, a result over 1 MB of JSON).
+    """
+    if not isinstance(raw, dict) or len(set(raw) & REPORT_KEYS) != 1 or set(raw) - REPORT_KEYS:
+        raise InvalidInput(
+            'a report is exactly one of {"result": ...}, {"error": {...}} or '
+            '{"outcome": "unknown"}',
+            field="result",
+        )
+    if "result" in raw:
+        if len(json.dumps(raw["result"])) > MAX_REPORT_BYTES:
+            raise InvalidInput(f"result exceeds {MAX_REPORT_BYTES} bytes of JSON", field="result")
+        return Report("result", raw["result"], raw)
+    if "outcome" in raw:
+        if raw["outcome"] != "unknown":
+            raise InvalidInput('outcome must be "unknown"', field="outcome")
+        return Report("unknown", None, raw)
+    error = raw["error"]
+    if not isinstance(error, dict) or set(error) != ERROR_KEYS:
+        raise InvalidInput(
+            "error must be an object with exactly type, message and retryable", field="error"
+        )
+    if not isinstance(error["type"], str) or not 1 <= len(error["type"]) <= 100:
+        raise InvalidInput("error.type must be a string of 1-100 characters", field="error")
+    if not isinstance(error["message"], str) or len(error["message"]) > 10_000:
+        raise InvalidInput("error.message must be a string (at most 10000)", field="error")
+    if not isinstance(error["retryable"], bool):
+        raise InvalidInput("error.retryable must be true or false", field="error")
+    return Report("error", dict(error), raw)
+
+
+def _settle_ledger(run: Run, step: Step, report: Report, now: Any) -> None:
+    status = {
+        "result": CallStatus.SUCCEEDED,
+        "error": CallStatus.FAILED,
+        "unknown": CallStatus.STARTED,
+    }[report.kind]
+    fields = {
+        "status": status,
+        "attempt": step.attempts,
+        "result": report.value if report.kind == "result" else None,
+        "report": report.raw,
+        "finished_at": None if report.kind == "unknown" else now,
+    }
+    updated = rows.update_where(ToolCall, fields, {"idempotency_key": step.idempotency_key})
+    if not updated:
+        rows.insert(
+            [
+                ToolCall(
+                    idempotency_key=step.idempotency_key,
+                    run=run,
+                    step=step,
+                    tool=step.tool,
+                    started_at=step.started_at or now,
+                    **fields,
+                )
+            ]
+        )
+
+
+def _repeat_of_settled(step: Step, report: Report) -> bool:
+    """Whether ``report`` is the report that settled ``step`` (a retry of the same request).
+
+    Raises:
+        Conflict: the step is settled with a different report, or is not ready.
+    """
+    if step.status == StepStatus.READY:
+        return False
+    if step.status in (StepStatus.SUCCEEDED, StepStatus.FAILED):
+        settled = (
+            ToolCall.objects.filter(idempotency_key=step.idempotency_key)
+            .values_list("report", flat=True)
+            .first()
+        )
+        if settled == report.raw:
+            return True
+        if settled is not None:
+            raise Conflict(f"step {step.pk} is already {step.status} with a different report")
+    raise Conflict(f"step {step.pk} is {step.status_info.value}: it is not ready for a result")
+
+
+def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -> Step:
+    """Record what a client reported on a client step it ran (see the module docstring).
+
+    Returns the step as it is now.
+
+    Raises:
+        Step.DoesNotExist: no such step in run ``run_id``.
+        InvalidInput: a malformed report; not a client step.
+        Conflict: the step is not ready (still pending or awaiting approval, rejected,
+            cancelled) or was settled by a different report; the run is not running.
+    """
+    checked = parse_report(report)
+    with audited_atomic():
+        run = lock_run(run_id)
+        if not Step.objects.filter(pk=step_id, run_id=run.pk).exists():
+            raise Step.DoesNotExist(f"run {run_id} has no step {step_id}")
+        step = lock_step(step_id)
+        if step.executor != Executor.CLIENT:
+            raise InvalidInput("this step's tool is run by agentops, not by its client")
+        if _repeat_of_settled(step, checked):
+            return step
+        if run.status != RunStatus.RUNNING:
+            raise Conflict(f"run is {run.status_info.value}: no result can be recorded")
+        now = timezone.now()
+        step.report_start(owner=actor.id, now=now)
+        save_step(step, status_was=StepStatus.READY)
+        record_transition(actor, step, StepStatus.READY, attempt=step.attempts)
+        handed_over = step.started_at or now
+        duration_ms = int((now - handed_over).total_seconds() * 1000)
+        rows.insert(
+            [
+                StepAttempt(
+                    step=step,
+                    number=step.attempts,
+                    status=AttemptStatus.SUCCEEDED
+                    if checked.kind == "result"
+                    else AttemptStatus.FAILED,
+                    worker=actor.id,
+                    started_at=handed_over,
+                    finished_at=now,
+                    duration_ms=duration_ms,
+                    error=checked.value if checked.kind == "error" else None,
+                )
+            ]
+        )
+        _settle_ledger(run, step, checked, now)
+        run.duration_ms += duration_ms
+        if checked.kind == "result":
+            _succeed_locked(run, step, checked.value, actor, now)
+        elif (
+            checked.kind == "error"
+            and checked.value["retryable"]
+            and (step.attempts < step.max_attempts)
+        ):
+            step.hand_back(error=checked.value, now=now)
+            save_step(step, status_was=StepStatus.RUNNING)
+            record_transition(actor, step, StepStatus.RUNNING, error=checked.value)
+            save_run(run)
+        else:
+            error = checked.value if checked.kind == "error" else _unknown_error(step)
+            error = {**error, "retryable": False, "attempt": step.attempts}
+            fail_or_retry(run, step, error, actor, now)
+    return step
+
+
+def _unknown_error(step: Step) -> dict[str, Any]:
+    return {
+        "type": "outcome_unknown",
+        "message": f"the client cannot tell whether {step.tool} took effect: not repeated "
+        "unless an operator resumes the run",
+    }
+
+
+def _succeed_locked(run: Run, step: Step, result: Any, actor: Actor, now: Any) -> None:
+    step.succeed(result=result, now=now)
+    save_step(step, status_was=StepStatus.RUNNING)
+    record_transition(actor, step, StepStatus.RUNNING, attempt=step.attempts)
+    run.state = agent_for(run.agent).checkpoint_state(
+        run, index=step.index, tool=step.tool, result=result
+    )
+    rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
+    save_run(run)
+    advance_locked(run, actor)
