@@ -78,6 +78,11 @@ class TicketPolicy:
             for r in requests
         ]
 
+    def escalate(
+        self, request: StepRequest, current: Classification, reason: str
+    ) -> Classification | None:
+        return None
+
 
 @pytest.fixture
 def ticket_gate() -> Iterator[TicketGate]:
