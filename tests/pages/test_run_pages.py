@@ -119,3 +119,34 @@ def test_reviewer_cannot_cancel(client, reviewer, awaiting_run):
     assert 'data-action="cancel"' not in page
     with assert_unchanged():
         assert client.post(reverse("run-cancel", args=[awaiting_run.pk])).status_code == 403
+
+
+def test_run_page_shows_the_budget_and_the_steps_its_client_runs(
+    client, operator, django_capture_on_commit_callbacks
+):
+    from agentops.actors import Actor
+    from runs.control.create import run_create, step_append
+
+    actor = Actor.for_user(operator)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=actor,
+            agent="client",
+            goal="budgeted desk",
+            budget={"max_tokens": 1000, "max_cost_usd": 2, "on_exceed": "approve"},
+        )
+        step_append(
+            actor=actor,
+            run_id=run.pk,
+            tool="get_quote",
+            args={"q": 1},
+            executor="client",
+            usage={"input_tokens": 40, "output_tokens": 2},
+        )
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "42 of 1000" in html
+    assert "of $2.0000" in html
+    assert "ask a reviewer" in html
+    assert 'data-step-status="ready"' in html
+    assert "run by client" in html
