@@ -10,7 +10,8 @@ ensure_venv() {  # ensure_venv EXTRAS: create .venv and install the project (pip
         python3 -m venv "$VENV"
         "$VENV/bin/pip" install --quiet --upgrade pip
     fi
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check -e "$ROOT$extras"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -e "$ROOT$extras" \
+        -e "$ROOT/sdk/python"
 }
 
 postgres_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }

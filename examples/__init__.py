@@ -1,0 +1,1 @@
+"""Examples of agents governed by agentops from their own process."""

@@ -1,0 +1,46 @@
+"""agentops-client: put an agent's tool calls and model turns under agentops.
+
+``Client`` (sync) and ``AsyncClient`` (async) speak the REST API; ``start_run`` / ``resume``
+give a run handle whose ``call_tool`` and ``tool`` decorator run a local function as a client
+step (append → wait for its gate → run → report), returning its result or a ``Rejected``.
+``agentops_client.openai_agents`` routes an OpenAI Agents SDK agent through a handle.
+"""
+
+from agentops_client._protocol import Retry
+from agentops_client.aio import AsyncClient, AsyncRunHandle
+from agentops_client.errors import (
+    AgentOpsError,
+    BadRequest,
+    Conflict,
+    IdempotencyMismatch,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+    ServerError,
+    StepFailed,
+    ToolFailed,
+)
+from agentops_client.models import Approval, Rejected, Run, Step
+from agentops_client.sync import Client, RunHandle
+
+__all__ = [
+    "AgentOpsError",
+    "Approval",
+    "AsyncClient",
+    "AsyncRunHandle",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "IdempotencyMismatch",
+    "NotAuthenticated",
+    "NotFound",
+    "PermissionDenied",
+    "Rejected",
+    "Retry",
+    "Run",
+    "RunHandle",
+    "ServerError",
+    "Step",
+    "StepFailed",
+    "ToolFailed",
+]

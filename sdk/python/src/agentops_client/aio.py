@@ -1,0 +1,436 @@
+"""The asynchronous client (``AsyncClient``) and run handle (``AsyncRunHandle``)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
+
+from agentops_client import _protocol as p
+from agentops_client.errors import AgentOpsError, Conflict, ToolFailed
+from agentops_client.models import Approval, Rejected, Run, Step
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """An agentops client on ``httpx.AsyncClient``.
+
+    ``base_url`` is the server (``http://host:port``); ``token`` an API token
+    (``manage.py create_api_token``). Every POST carries an ``Idempotency-Key`` and is retried
+    with it on network errors, 5xx and in-flight keys (``retry``); ``timeout`` is per request
+    (seconds); waits use the run's WebSocket (``websocket=True``) and fall back to polling
+    every ``poll_interval`` seconds. ``transport`` replaces httpx's (tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        retry: p.Retry | None = None,
+        poll_interval: float = 0.5,
+        websocket: bool = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url, self.token = base_url.rstrip("/"), token
+        self.retry = retry or p.Retry()
+        self.poll_interval, self.websocket = poll_interval, websocket
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url + p.API,
+            headers={"Authorization": f"Token {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _request(
+        self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any
+    ) -> Any:
+        headers = {"Idempotency-Key": key or p.new_key()} if method == "POST" else {}
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
+            try:
+                response = await self._http.request(
+                    method, path, json=body, headers=headers, params=params or None
+                )
+            except httpx.TransportError:
+                if last:
+                    raise
+            else:
+                text = response.text
+                if not (p.retryable(response.status_code, text) and not last):
+                    return p.parse(response.status_code, text)
+            await asyncio.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- runs and steps -------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        goal: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
+        ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
+
+        Raises:
+            BadRequest: a malformed goal, metadata or budget.
+        """
+        body: dict[str, Any] = {"agent": "client", "goal": goal, "metadata": metadata or {}}
+        if budget is not None:
+            body["budget"] = budget
+        return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
+
+    async def get_run(self, run_id: str) -> Run:
+        """The run as it is now. Raises ``NotFound``."""
+        return Run.from_json(await self._request("GET", f"/runs/{run_id}/"))
+
+    async def get_step(self, run_id: str, step_id: int) -> Step:
+        """The step as it is now. Raises ``NotFound``."""
+        return Step.from_json(await self._request("GET", f"/runs/{run_id}/steps/{step_id}/"))
+
+    async def append_step(
+        self,
+        run_id: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        executor: str = "client",
+        args_schema: dict[str, Any] | None = None,
+        rationale: str = "",
+        usage: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Step:
+        """Append a step (``executor`` ``client``: this client runs the tool). Raises
+        ``BadRequest`` (arguments failing ``args_schema``...) or ``Conflict`` (run
+        finished)."""
+        body: dict[str, Any] = {
+            "tool": tool,
+            "args": p.check_json(args, "args"),
+            "executor": executor,
+            "rationale": rationale,
+        }
+        if args_schema is not None:
+            body["args_schema"] = args_schema
+        if usage is not None:
+            body["usage"] = usage
+        path = f"/runs/{run_id}/steps/"
+        return Step.from_json(await self._request("POST", path, body, idempotency_key))
+
+    async def report(
+        self,
+        run_id: str,
+        step_id: int,
+        *,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+        outcome_unknown: bool = False,
+    ) -> Step:
+        """Report what a client step's tool did: its ``result`` (JSON), an ``error``
+        (``{"type", "message", "retryable"}``) or ``outcome_unknown``. The same report again
+        is answered the same. Raises ``Conflict`` (not ready, or settled differently)."""
+        body: dict[str, Any]
+        if outcome_unknown:
+            body = {"outcome": "unknown"}
+        elif error is not None:
+            body = {"error": error}
+        else:
+            body = {"result": p.check_json(result, "result")}
+        path = f"/runs/{run_id}/steps/{step_id}/result/"
+        return Step.from_json(await self._request("POST", path, body))
+
+    async def append_messages(
+        self,
+        run_id: str,
+        messages: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Append a model turn: OpenAI chat ``messages`` and the call's ``usage`` (``model``,
+        ``input_tokens``, ``output_tokens``, ``cost_usd`` in USD, ``latency_ms``)."""
+        body: dict[str, Any] = {"messages": messages}
+        if usage is not None:
+            body["usage"] = usage
+        path = f"/runs/{run_id}/messages/"
+        return Run.from_json(await self._request("POST", path, body, idempotency_key))
+
+    async def complete_run(self, run_id: str) -> Run:
+        """Say the client appends no more steps. Raises ``Conflict`` when already done."""
+        return Run.from_json(await self._request("POST", f"/runs/{run_id}/complete/", {}))
+
+    async def cancel_run(self, run_id: str, reason: str = "") -> Run:
+        """Cancel the run with ``reason``."""
+        body = {"reason": reason}
+        return Run.from_json(await self._request("POST", f"/runs/{run_id}/cancel/", body))
+
+    # --- reviewers ------------------------------------------------------------------------
+
+    async def pending_approvals(self) -> list[Approval]:
+        """Every pending approval request, oldest first (all pages)."""
+        found: list[Approval] = []
+        page = await self._request("GET", "/approvals/", status="pending")
+        while True:
+            found += [Approval.from_json(a) for a in page["results"]]
+            if not page.get("next"):
+                return found
+            page = p.parse(200, (await self._http.get(page["next"])).text)
+
+    async def approve(
+        self, approval_id: int, comment: str = "", args: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Approve (with edited ``args``, optionally). Raises ``Conflict`` when decided."""
+        body: dict[str, Any] = {"comment": comment}
+        if args is not None:
+            body["args"] = args
+        result: dict[str, Any] = await self._request(
+            "POST", f"/approvals/{approval_id}/approve/", body
+        )
+        return result
+
+    async def reject(self, approval_id: int, reason: str) -> dict[str, Any]:
+        """Reject with ``reason`` (the agent receives it)."""
+        result: dict[str, Any] = await self._request(
+            "POST", f"/approvals/{approval_id}/reject/", {"comment": reason}
+        )
+        return result
+
+    # --- waiting --------------------------------------------------------------------------
+
+    async def wait_for_step(
+        self, run_id: str, step_id: int, *, timeout: float | None = None
+    ) -> Step:
+        """The step once it is ``ready`` or finished, waiting over the run's WebSocket
+        (resuming with ``?after=`` when it drops) or, failing that, by polling.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+
+        async def check() -> Step | None:
+            step = await self.get_step(run_id, step_id)
+            return step if step.settled else None
+
+        return await self.watch(run_id, check, timeout=timeout, step_id=step_id)
+
+    async def watch(
+        self,
+        run_id: str,
+        check: Callable[[], Awaitable[T | None]],
+        *,
+        timeout: float | None = None,
+        step_id: int | None = None,
+    ) -> T:
+        """Call ``check`` until it returns something, once after subscribing to the run's
+        events and again after each event about the run (or about step ``step_id``); polls
+        every ``poll_interval`` seconds when the WebSocket cannot be used.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after: int | None = None
+        while True:
+            if self.websocket:
+                try:
+                    url = p.ws_url(self.base_url, run_id, self.token, after)
+                    async with connect(url, open_timeout=10, close_timeout=1) as ws:
+                        # Subscribed first, then read: no change can slip between the two.
+                        while True:
+                            found = await check()
+                            if found is not None:
+                                return found
+                            after = await self._relevant_event(ws, after, deadline, step_id)
+                except (OSError, WebSocketException, TimeoutError):
+                    pass
+            found = await check()
+            if found is not None:
+                return found
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {run_id}: still waiting after {timeout} s")
+            await asyncio.sleep(self.poll_interval)
+
+    async def _relevant_event(
+        self, ws: Any, after: int | None, deadline: float | None, step_id: int | None
+    ) -> int | None:
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError("deadline")
+            # A quiet stream is read again at least every 30 s.
+            wait = 30.0 if remaining is None else min(30.0, remaining)
+            try:
+                message = json.loads(await asyncio.wait_for(ws.recv(), wait))
+            except TimeoutError:
+                return after
+            event = message.get("event") or {}
+            after = max(after or 0, int(event.get("id") or 0))
+            if p.concerns(event, step_id):
+                return after
+
+    # --- handles --------------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        goal: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> AsyncRunHandle:
+        """Create a client run and return its handle (see ``create_run``). With the same
+        ``idempotency_key`` a restarted client gets the same run back."""
+        run = await self.create_run(
+            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key
+        )
+        return AsyncRunHandle(self, run.id)
+
+    def resume(self, run_id: str) -> AsyncRunHandle:
+        """Reattach to a run after a crash: the same calls, made again, get the same steps."""
+        return AsyncRunHandle(self, run_id)
+
+
+class AsyncRunHandle:
+    """A client run this process drives: calls its tools through agentops and records its
+    model turns. Call ids and turn ids make every request repeatable after a crash."""
+
+    def __init__(self, client: AsyncClient, run_id: str) -> None:
+        self.client, self.run_id = client, run_id
+        self._calls = 0
+        self._turns = 0
+        self._call_ids: Counter[str] = Counter()
+
+    async def call_tool(
+        self,
+        name: str,
+        args: dict[str, Any],
+        fn: Callable[..., Any],
+        *,
+        args_schema: dict[str, Any] | None = None,
+        call_id: str = "",
+        rationale: str = "",
+    ) -> Any:
+        """Run the tool ``name`` under agentops: append a client step, wait for its gate, run
+        ``fn(**args)`` (the final arguments: a reviewer may have edited them; ``fn`` may be
+        async; a plain function runs in a worker thread) and report what it returned. A step
+        already on record (a restarted client) returns its recorded result without running
+        ``fn``.
+
+        Returns the result, or a ``Rejected`` when a reviewer refused the call.
+
+        Raises:
+            ToolFailed: ``fn`` raised (its error is reported; the run fails).
+            StepFailed: the step failed, was cancelled or skipped.
+            AgentOpsError: the server refused a request.
+        """
+        self._calls += 1
+        if call_id:
+            # The same call id twice in one run (models repeat them) still names two calls.
+            self._call_ids[call_id] += 1
+            call_id = f"{call_id}#{self._call_ids[call_id]}"
+        key = p.call_key(self.run_id, self._calls, name, args, call_id)
+        step = await self.client.append_step(
+            self.run_id,
+            name,
+            args,
+            args_schema=args_schema,
+            rationale=rationale,
+            idempotency_key=key,
+        )
+        step = await self.client.wait_for_step(self.run_id, step.id)
+        outcome = p.outcome_of(step)
+        if outcome.kind != "run":
+            return outcome.value
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(**step.args)
+            else:
+                # A plain function may block (a database call): off the event loop.
+                value = await asyncio.to_thread(fn, **step.args)
+                if inspect.isawaitable(value):
+                    value = await value
+        except Exception as exc:
+            await self._report(step, p.error_report(exc))
+            raise ToolFailed(f"{name} raised {type(exc).__name__}: {exc}") from exc
+        done = await self._report(step, {"result": p.check_json(value, "the tool's result")})
+        return p.outcome_of(done).value
+
+    async def _report(self, step: Step, body: dict[str, Any]) -> Step:
+        try:
+            if "error" in body:
+                return await self.client.report(self.run_id, step.id, error=body["error"])
+            return await self.client.report(self.run_id, step.id, result=body["result"])
+        except Conflict as exc:
+            if not p.already_reported(exc):
+                raise
+            return await self.client.get_step(self.run_id, step.id)
+
+    def tool(self, fn: F) -> F:
+        """Decorator: calling ``fn(**kwargs)`` runs it under agentops (``call_tool``) and
+        returns its result or a ``Rejected``."""
+
+        @functools.wraps(fn)
+        async def wrapper(**kwargs: Any) -> Any:
+            return await self.call_tool(fn.__name__, kwargs, fn)
+
+        return wrapper  # type: ignore[return-value]
+
+    async def record_turn(
+        self,
+        messages: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+        *,
+        turn_id: str = "",
+    ) -> Run:
+        """Record a model turn (``AsyncClient.append_messages``), once even when a restarted
+        client records it again."""
+        self._turns += 1
+        key = f"{self.run_id}:turn:{turn_id or self._turns}"
+        return await self.client.append_messages(self.run_id, messages, usage, idempotency_key=key)
+
+    async def complete(self) -> Run:
+        """The client appends no more steps (a repeat is harmless)."""
+        try:
+            return await self.client.complete_run(self.run_id)
+        except Conflict:
+            return await self.client.get_run(self.run_id)
+
+    async def wait_finished(self, *, timeout: float | None = None) -> Run:
+        """The run once it succeeded, failed or was cancelled.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+
+        async def check() -> Run | None:
+            run = await self.client.get_run(self.run_id)
+            return run if run.finished else None
+
+        return await self.client.watch(self.run_id, check, timeout=timeout)
+
+
+__all__ = ["AgentOpsError", "AsyncClient", "AsyncRunHandle", "Rejected"]

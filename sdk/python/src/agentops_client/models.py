@@ -1,0 +1,140 @@
+"""Typed views of the API's JSON: runs, steps, approvals, and a reviewer's refusal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# A step in one of these statuses has nothing more to wait for.
+SETTLED = frozenset({"ready", "succeeded", "failed", "rejected", "skipped", "cancelled"})
+REFUSED = frozenset({"rejected"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``id``, ``index``, ``tool``, the final ``args`` (a reviewer may have edited
+    them), ``executor`` (``server`` | ``client``), ``status`` (``pending``,
+    ``awaiting_approval``, ``ready``, ``queued``, ``running``, ``waiting_retry``,
+    ``succeeded``, ``failed``, ``rejected``, ``skipped``, ``cancelled``), ``attempts``, the
+    ``idempotency_key`` to run it under, ``result``, ``error`` and the full JSON (``raw``)."""
+
+    id: int
+    index: int
+    tool: str
+    args: dict[str, Any]
+    executor: str
+    status: str
+    attempts: int
+    idempotency_key: str
+    result: Any
+    error: dict[str, Any] | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Step:
+        return cls(
+            id=data["id"],
+            index=data["index"],
+            tool=data["tool"],
+            args=data.get("args") or {},
+            executor=data.get("executor", "server"),
+            status=data["status"],
+            attempts=data.get("attempts", 0),
+            idempotency_key=data.get("idempotency_key", ""),
+            result=data.get("result"),
+            error=data.get("error"),
+            raw=data,
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Whether the step waits for nothing more: ready for its client, or finished."""
+        return self.status in SETTLED
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: ``id``, ``status``, ``goal``, ``error``, totals ``usage_tokens`` (tokens) and
+    ``cost_usd`` (USD), its ``steps`` and the full JSON (``raw``)."""
+
+    id: str
+    status: str
+    goal: str
+    error: dict[str, Any] | None
+    usage_tokens: int
+    cost_usd: float
+    steps: list[Step]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Run:
+        return cls(
+            id=str(data["id"]),
+            status=data["status"],
+            goal=data.get("goal", ""),
+            error=data.get("error"),
+            usage_tokens=int(data.get("usage_tokens") or 0),
+            cost_usd=float(data.get("cost_usd") or 0),
+            steps=[Step.from_json(s) for s in data.get("steps") or []],
+            raw=data,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A pending (or decided) approval request: ``id``, ``run_id``, ``step_id``, ``status``,
+    ``tool``, ``args`` and the full JSON (``raw``)."""
+
+    id: int
+    run_id: str
+    step_id: int | None
+    status: str
+    tool: str
+    args: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Approval:
+        raw_step = data.get("step")
+        step: dict[str, Any] = raw_step if isinstance(raw_step, dict) else {}
+        run = data.get("run")
+        run_id = run.get("id") if isinstance(run, dict) else (run or data.get("run_id"))
+        return cls(
+            id=data["id"],
+            run_id=str(run_id),
+            step_id=step.get("id"),
+            status=data.get("status", ""),
+            tool=step.get("tool", ""),
+            args=step.get("args") or {},
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A reviewer refused a call (or its approval expired): what the agent gets instead of a
+    result. ``type`` is ``rejected`` or ``approval_expired``; ``reason`` the reviewer's
+    comment; ``reviewer`` their username."""
+
+    type: str
+    reason: str
+    message: str
+    reviewer: str = ""
+
+    @classmethod
+    def from_error(cls, error: dict[str, Any] | None) -> Rejected:
+        error = error or {}
+        return cls(
+            type=str(error.get("type", "rejected")),
+            reason=str(error.get("reason", "")),
+            message=str(error.get("message", "")),
+            reviewer=str(error.get("reviewer", "")),
+        )
+
+    def __str__(self) -> str:
+        who = f" by {self.reviewer}" if self.reviewer else ""
+        return f"Rejected{who}: {self.reason or self.message}"

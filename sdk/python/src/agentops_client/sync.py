@@ -1,0 +1,152 @@
+"""The synchronous client (``Client``) and run handle (``RunHandle``): the asynchronous ones
+(``agentops_client.aio``) driven on a private event loop thread, so both behave the same."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from agentops_client.aio import AsyncClient, AsyncRunHandle
+from agentops_client.models import Approval, Run, Step
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Client:
+    """An agentops client for synchronous code; the arguments are ``AsyncClient``'s.
+
+    Use it as a context manager, or call ``close``. Every method blocks until the server
+    answered (with the retries ``AsyncClient`` makes) and raises what it raises.
+    """
+
+    def __init__(self, base_url: str, token: str, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.aio: AsyncClient = self._run(self._make(base_url, token, options))
+
+    @staticmethod
+    async def _make(base_url: str, token: str, options: dict[str, Any]) -> AsyncClient:
+        return AsyncClient(base_url, token, **options)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread."""
+        self._run(self.aio.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def create_run(self, goal: str, **options: Any) -> Run:
+        """See ``AsyncClient.create_run``."""
+        return self._run(self.aio.create_run(goal, **options))
+
+    def get_run(self, run_id: str) -> Run:
+        """See ``AsyncClient.get_run``."""
+        return self._run(self.aio.get_run(run_id))
+
+    def get_step(self, run_id: str, step_id: int) -> Step:
+        """See ``AsyncClient.get_step``."""
+        return self._run(self.aio.get_step(run_id, step_id))
+
+    def append_step(self, run_id: str, tool: str, args: dict[str, Any], **options: Any) -> Step:
+        """See ``AsyncClient.append_step``."""
+        return self._run(self.aio.append_step(run_id, tool, args, **options))
+
+    def report(self, run_id: str, step_id: int, **outcome: Any) -> Step:
+        """See ``AsyncClient.report``."""
+        return self._run(self.aio.report(run_id, step_id, **outcome))
+
+    def append_messages(self, run_id: str, messages: list[dict[str, Any]], **options: Any) -> Run:
+        """See ``AsyncClient.append_messages``."""
+        return self._run(self.aio.append_messages(run_id, messages, **options))
+
+    def complete_run(self, run_id: str) -> Run:
+        """See ``AsyncClient.complete_run``."""
+        return self._run(self.aio.complete_run(run_id))
+
+    def cancel_run(self, run_id: str, reason: str = "") -> Run:
+        """See ``AsyncClient.cancel_run``."""
+        return self._run(self.aio.cancel_run(run_id, reason))
+
+    def pending_approvals(self) -> list[Approval]:
+        """See ``AsyncClient.pending_approvals``."""
+        return self._run(self.aio.pending_approvals())
+
+    def approve(
+        self, approval_id: int, comment: str = "", args: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """See ``AsyncClient.approve``."""
+        return self._run(self.aio.approve(approval_id, comment, args))
+
+    def reject(self, approval_id: int, reason: str) -> dict[str, Any]:
+        """See ``AsyncClient.reject``."""
+        return self._run(self.aio.reject(approval_id, reason))
+
+    def wait_for_step(self, run_id: str, step_id: int, *, timeout: float | None = None) -> Step:
+        """See ``AsyncClient.wait_for_step``."""
+        return self._run(self.aio.wait_for_step(run_id, step_id, timeout=timeout))
+
+    def start_run(self, goal: str, **options: Any) -> RunHandle:
+        """Create a client run and return its handle (see ``AsyncClient.start_run``)."""
+        return RunHandle(self, self._run(self.aio.start_run(goal, **options)))
+
+    def resume(self, run_id: str) -> RunHandle:
+        """Reattach to a run after a crash (see ``AsyncClient.resume``)."""
+        return RunHandle(self, self.aio.resume(run_id))
+
+
+class RunHandle:
+    """A client run this process drives (see ``AsyncRunHandle``)."""
+
+    def __init__(self, client: Client, handle: AsyncRunHandle) -> None:
+        self.client, self.aio = client, handle
+        self.run_id = handle.run_id
+
+    def call_tool(
+        self, name: str, args: dict[str, Any], fn: Callable[..., Any], **options: Any
+    ) -> Any:
+        """See ``AsyncRunHandle.call_tool``: the result, or a ``Rejected``."""
+        return self.client._run(self.aio.call_tool(name, args, fn, **options))
+
+    def tool(self, fn: F) -> F:
+        """Decorator: calling ``fn(**kwargs)`` runs it under agentops and returns its result
+        or a ``Rejected``."""
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> Any:
+            return self.call_tool(fn.__name__, kwargs, fn)
+
+        return wrapper  # type: ignore[return-value]
+
+    def record_turn(
+        self,
+        messages: list[dict[str, Any]],
+        usage: dict[str, Any] | None = None,
+        *,
+        turn_id: str = "",
+    ) -> Run:
+        """See ``AsyncRunHandle.record_turn``."""
+        return self.client._run(self.aio.record_turn(messages, usage, turn_id=turn_id))
+
+    def complete(self) -> Run:
+        """See ``AsyncRunHandle.complete``."""
+        return self.client._run(self.aio.complete())
+
+    def wait_finished(self, *, timeout: float | None = None) -> Run:
+        """See ``AsyncRunHandle.wait_finished``."""
+        return self.client._run(self.aio.wait_finished(timeout=timeout))
+
+
+__all__ = ["Client", "RunHandle"]
