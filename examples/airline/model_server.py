@@ -3,8 +3,9 @@ turns of τ-bench conversations, so an unmodified OpenAI client or OpenAI Agents
 replays a conversation deterministically while its tools really run.
 
 ``POST /v1/chat/completions``: ``model`` names the conversation, ``tau-bench/<task_id>/<trial>``;
-the answer is its k-th recorded assistant message, k being the number of assistant messages
-already in the request. The recorded tool-call ids, names and argument strings are kept.
+the answer is its next recorded assistant message after those the request already holds
+(``answered_turns``). The recorded tool-call names and argument strings are kept, and the
+ids with the turn's number added (``load_turns``).
 ``GET /v1/models`` lists the conversations.
 
 Usage figures are synthetic (the recordings carry none), documented here so they can be
@@ -14,7 +15,8 @@ arguments / 4)``. ``PRICE_PER_MILLION`` gives the example's price (USD per milli
 synthetic, not any vendor's).
 
 Errors: 404 unknown model or path; 400 a malformed body, ``stream: true`` (not supported) or
-no recorded turn left.
+no recorded turn left (after a recording that ends on a tool call, the answer to its result
+is an empty final message).
 
 Run it alone: ``python -m examples.airline.model_server FILE [--host H] [--port N]``.
 """
@@ -24,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,12 +74,51 @@ def _characters(messages: list[Any]) -> int:
 
 def load_turns(path: Path) -> dict[str, list[dict[str, Any]]]:
     """The recorded assistant messages of every conversation in ``path`` (τ-bench's
-    trajectories format), by model name."""
+    trajectories format), by model name.
+
+    A recorded tool-call id may repeat within a conversation (36 do in the shared file), which
+    no client can tell apart; each id gets the turn's number as a suffix (``call_x.6``)."""
     turns = {}
     for conversation in json.loads(Path(path).read_text()):
         name = model_name(conversation["task_id"], conversation["trial"])
-        turns[name] = [m for m in conversation["traj"] if m.get("role") == "assistant"]
+        recorded = [m for m in conversation["traj"] if m.get("role") == "assistant"]
+        turns[name] = [
+            {
+                **turn,
+                "tool_calls": [
+                    {**call, "id": f"{call['id']}.{j}"} for call in turn.get("tool_calls") or []
+                ],
+            }
+            for j, turn in enumerate(recorded)
+        ]
     return turns
+
+
+def answered_turns(recorded: list[dict[str, Any]], messages: list[Any]) -> int:
+    """How many recorded assistant turns the request's messages already hold: turn j counts
+    when its text is the next assistant text of the request and its tool-call ids the next
+    ones. Texts and calls are matched as two ordered streams, so a client that merges an
+    answer and the next turn's tool call into one assistant message (as the Agents SDK's
+    chat converter can) is still understood."""
+    texts, calls = [], []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        if isinstance(message.get("content"), str) and message["content"]:
+            texts.append(message["content"])
+        calls += [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    text_at = call_at = 0
+    for j, turn in enumerate(recorded):
+        ids = [c["id"] for c in turn.get("tool_calls") or []]
+        if turn.get("content"):
+            if text_at >= len(texts) or texts[text_at] != turn["content"]:
+                return j
+            text_at += 1
+        if ids:
+            if calls[call_at : call_at + len(ids)] != ids:
+                return j
+            call_at += len(ids)
+    return len(recorded)
 
 
 @dataclass
@@ -94,11 +137,17 @@ def complete(turns: dict[str, list[dict[str, Any]]], request: Any) -> Answer:
     if model not in turns:
         return _error(404, f"no recorded conversation {model!r}", "model_not_found")
     messages = request["messages"]
-    k = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     recorded = turns[model]
-    if k >= len(recorded):
+    k = answered_turns(recorded, messages)
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    if k >= len(recorded) and last.get("role") == "tool":
+        # The recording ended on a tool call (a transfer to a human agent ends the
+        # conversation): the agent's turn ends with an empty answer.
+        turn: dict[str, Any] = {"content": ""}
+    elif k >= len(recorded):
         return _error(400, f"{model} has {len(recorded)} assistant turns; turn {k + 1} asked")
-    turn = recorded[k]
+    else:
+        turn = recorded[k]
     message: dict[str, Any] = {"role": "assistant", "content": turn.get("content")}
     calls = turn.get("tool_calls") or []
     if calls:
@@ -143,6 +192,24 @@ def _error(status: int, message: str, code: str = "invalid_request") -> Answer:
     return Answer(
         status, {"error": {"message": message, "type": "invalid_request_error", "code": code}}
     )
+
+
+def spawn(path: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start ``python -m examples.airline.model_server path --port 0`` in its own process (so
+    answering never competes with the caller for its interpreter) and return it with its base
+    URL."""
+    process = subprocess.Popen(  # noqa: S603 - our own module, no shell
+        [sys.executable, "-m", "examples.airline.model_server", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    if not url.startswith("http"):
+        process.kill()
+        raise RuntimeError(f"the replay model server did not start: {url!r}")
+    return process, url
 
 
 class ReplayServer:
@@ -204,7 +271,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     server = ReplayServer(args.file, args.host, args.port)
-    print(f"replaying {args.file} at {server.url}/v1", flush=True)
+    # The first line says where it listens (``--port 0``: a free port).
+    print(server.url, flush=True)
     server.thread.join()
 
 

@@ -16,6 +16,7 @@ from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, parse_usage
+from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import AgentKind, Executor, Run, Step
@@ -178,7 +179,9 @@ def step_append(
     executor: str = Executor.SERVER,
     args_schema: Any = None,
 ) -> Step:
-    """Append one step to a client run; it runs when the steps before it are done.
+    """Append one step to a client run; it runs when the steps before it are done. The run is
+    advanced in the same transaction: when nothing is in flight, the new step is already
+    ``ready`` (client step), queued, or waiting at its gate when this returns.
 
     ``executor`` ``server``: a registered tool the workers run; ``client``: the client runs
     the tool itself (any name; ``args_schema``, a JSON Schema object, checks the arguments)
@@ -228,8 +231,10 @@ def step_append(
                 rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
                 add_usage_locked(run, reported)
             save_run(run)
-            budget_stops_run_locked(run, actor)
-            advance_run_on_commit(run.pk)
+            if not budget_stops_run_locked(run, actor):
+                # Moved on here, not by a worker later: a client step the client may run at
+                # once is ``ready`` in this very response, so the client need not wait for it.
+                advance_locked(run, actor)
     if refusal:
         # Raised after the commit: a run that crossed its step budget stays failed.
         raise Conflict(refusal)

@@ -7,7 +7,7 @@ step (append → wait for its gate → run → report), returning its result or 
 """
 
 from agentops_client._protocol import Retry
-from agentops_client.aio import AsyncClient, AsyncRunHandle
+from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
 from agentops_client.errors import (
     AgentOpsError,
     BadRequest,
@@ -43,4 +43,5 @@ __all__ = [
     "Step",
     "StepFailed",
     "ToolFailed",
+    "current_step",
 ]

@@ -15,6 +15,8 @@ from agentops_client.errors import Conflict, StepFailed, error_for
 from agentops_client.models import Rejected, Step
 
 API = "/api/v1"
+# Marks a response the server replayed for a repeated Idempotency-Key (a past state).
+REPLAYED = "_idempotent_replayed"
 # What the server says when a request with the same Idempotency-Key is still being processed.
 IN_FLIGHT = "still being processed"
 

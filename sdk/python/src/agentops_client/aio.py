@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import json
@@ -20,6 +21,18 @@ from agentops_client.errors import AgentOpsError, Conflict, ToolFailed
 from agentops_client.models import Approval, Rejected, Run, Step
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_current_step: contextvars.ContextVar[Step | None] = contextvars.ContextVar(
+    "agentops_current_step", default=None
+)
+
+
+def current_step() -> Step | None:
+    """The client step whose tool is running (inside ``call_tool``'s function: its
+    ``idempotency_key`` lets the tool make its own effect exactly-once), or None."""
+    return _current_step.get()
+
+
 T = TypeVar("T")
 
 
@@ -80,7 +93,12 @@ class AsyncClient:
             else:
                 text = response.text
                 if not (p.retryable(response.status_code, text) and not last):
-                    return p.parse(response.status_code, text)
+                    body = p.parse(response.status_code, text)
+                    if response.headers.get("Idempotent-Replayed") == "true" and isinstance(
+                        body, dict
+                    ):
+                        body = {**body, p.REPLAYED: True}
+                    return body
             await asyncio.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -361,10 +379,13 @@ class AsyncRunHandle:
             rationale=rationale,
             idempotency_key=key,
         )
-        step = await self.client.wait_for_step(self.run_id, step.id)
+        if step.replayed or not step.settled:
+            # A replayed answer is the step as it was when first appended: read it again.
+            step = await self.client.wait_for_step(self.run_id, step.id)
         outcome = p.outcome_of(step)
         if outcome.kind != "run":
             return outcome.value
+        token = _current_step.set(step)
         try:
             if inspect.iscoroutinefunction(fn):
                 value = await fn(**step.args)
@@ -376,6 +397,8 @@ class AsyncRunHandle:
         except Exception as exc:
             await self._report(step, p.error_report(exc))
             raise ToolFailed(f"{name} raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            _current_step.reset(token)
         done = await self._report(step, {"result": p.check_json(value, "the tool's result")})
         return p.outcome_of(done).value
 

@@ -47,6 +47,11 @@ class Step:
         )
 
     @property
+    def replayed(self) -> bool:
+        """Whether this is a replayed answer to a repeated request: the step as it was then."""
+        return bool(self.raw.get("_idempotent_replayed"))
+
+    @property
     def settled(self) -> bool:
         """Whether the step waits for nothing more: ready for its client, or finished."""
         return self.status in SETTLED
