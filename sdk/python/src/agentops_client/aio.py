@@ -361,7 +361,8 @@ class AsyncRunHandle:
         Returns the result, or a ``Rejected`` when a reviewer refused the call.
 
         Raises:
-            ToolFailed: ``fn`` raised (its error is reported; the run fails).
+            ToolFailed: ``fn`` raised, or returned something that is not JSON (the error is
+                reported; the run fails).
             StepFailed: the step failed, was cancelled or skipped.
             AgentOpsError: the server refused a request.
         """
@@ -394,12 +395,13 @@ class AsyncRunHandle:
                 value = await asyncio.to_thread(fn, **step.args)
                 if inspect.isawaitable(value):
                     value = await value
+            result = p.check_json(value, "the tool's result")
         except Exception as exc:
             await self._report(step, p.error_report(exc))
             raise ToolFailed(f"{name} raised {type(exc).__name__}: {exc}") from exc
         finally:
             _current_step.reset(token)
-        done = await self._report(step, {"result": p.check_json(value, "the tool's result")})
+        done = await self._report(step, {"result": result})
         return p.outcome_of(done).value
 
     async def _report(self, step: Step, body: dict[str, Any]) -> Step:
