@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from agentops_client import _protocol as p
-from agentops_client.errors import AgentOpsError, Conflict, ToolFailed
+from agentops_client.errors import AgentOpsError, Conflict, IdempotencyMismatch, ToolFailed
 from agentops_client.models import Approval, Rejected, Run, Step
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -435,7 +435,13 @@ class AsyncRunHandle:
         client records it again."""
         self._turns += 1
         key = f"{self.run_id}:turn:{turn_id or self._turns}"
-        return await self.client.append_messages(self.run_id, messages, usage, idempotency_key=key)
+        try:
+            return await self.client.append_messages(
+                self.run_id, messages, usage, idempotency_key=key
+            )
+        except IdempotencyMismatch:
+            # Recorded before a crash, with figures (latency) that differ this time.
+            return await self.client.get_run(self.run_id)
 
     async def complete(self) -> Run:
         """The client appends no more steps (a repeat is harmless)."""
