@@ -35,6 +35,7 @@ from runs.serializers import (
     MessagesInputSerializer,
     RunListSerializer,
     RunSerializer,
+    RunTotalsSerializer,
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
@@ -189,20 +190,21 @@ class RunViewSet(viewsets.GenericViewSet):
         summary="Append a client's model turn (messages and usage) to its run.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=MessagesInputSerializer,
-        responses={201: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={201: RunTotalsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
     def messages(self, request: Request, pk: uuid.UUID) -> Response:
         """Append messages and a model call's usage
-        (``runs.control.conversation.run_messages_append``); answers the run, with its new
-        totals."""
+        (``runs.control.conversation.run_messages_append``); answers the run's status and new
+        totals (without its steps and conversation: a turn is frequent, the run grows)."""
         body = MessagesInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = conversation.run_messages_append(
             actor=actor_for(request), run_id=pk, **body.validated_data
         )
-        return self._run_response(run.pk, status.HTTP_201_CREATED)
+        run.refresh_from_db()
+        return Response(RunTotalsSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="A client run appends no more steps; it succeeds once they are done.",

@@ -170,6 +170,11 @@ class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
         return budget_json(run)
 
 
+class RunTotalsSerializer(_RunFieldsSerializer):
+    """A run's status, budget and totals (``usage_tokens`` in tokens, ``cost_usd`` in USD,
+    ``duration_ms`` in ms) without its steps or conversation: what a model turn answers."""
+
+
 class RunListSerializer(_RunFieldsSerializer):
     """A run in the runs list: no conversation or state, and ``steps`` as short summaries.
 
