@@ -294,3 +294,6 @@ def test_bad_appends_and_wrong_callers_are_refused(
     assert wrong_run.status_code == 404
     assert for_server_step.status_code == 400
     assert api.get(run_url(other.pk, f"steps/{own['id']}")).status_code == 404
+    huge = 10**30
+    assert api.get(step_url(run, huge)).status_code == 404
+    assert api.post(step_url(run, huge, "result"), {"result": 1}, format="json").status_code == 404
