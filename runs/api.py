@@ -50,16 +50,6 @@ _CONFLICT = OpenApiResponse(
 )
 
 
-# The largest step id a BIGINT column holds: a larger one names no step (a 404, not a 500).
-MAX_STEP_ID = 2**63 - 1
-
-
-def _step_pk(step_id: int) -> int:
-    if step_id > MAX_STEP_ID:
-        raise NotFound("step not found")
-    return step_id
-
-
 class RunFilter(filters.FilterSet):
     """``?status=`` and ``?agent=``; an unknown value is a 400 naming the allowed ones."""
 
@@ -173,7 +163,7 @@ class RunViewSet(viewsets.GenericViewSet):
     def step(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
         """The step ``step_id`` of the run: a client that crashed reads here whether its
         client step's outcome is on record (``succeeded``) or still to report (``ready``)."""
-        step = selectors.steps_with_details().get(pk=_step_pk(step_id), run_id=pk)
+        step = selectors.steps_with_details().get(pk=step_id, run_id=pk)
         return Response(StepSerializer(step).data)
 
     @extend_schema(
@@ -193,7 +183,7 @@ class RunViewSet(viewsets.GenericViewSet):
         step = client.step_report(
             actor=actor_for(request),
             run_id=pk,
-            step_id=_step_pk(step_id),
+            step_id=step_id,
             report=dict(request.data),
         )
         step = selectors.steps_with_details().get(pk=step.pk)
