@@ -9,6 +9,7 @@ import time
 
 import pytest
 from agentops_client import Client, Rejected
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from runs.models import Run, StepStatus, ToolCall
@@ -47,7 +48,7 @@ def decide_when_pending(reviewer: Client, decide) -> threading.Thread:  # type: 
     return thread
 
 
-def test_a_rejected_write_gives_the_agent_the_reason_and_it_replans(clients):
+def test_a_rejected_write_gives_the_agent_the_reason_and_it_replans(clients, client):
     agent, reviewer = clients
     run = agent.start_run("refund the customer", metadata={"ticket": 42})
     refunds: list[int] = []
@@ -80,6 +81,12 @@ def test_a_rejected_write_gives_the_agent_the_reason_and_it_replans(clients):
         ("get_policy", StepStatus.SUCCEEDED, {"topic": "refunds"}),
         ("issue_refund", StepStatus.SUCCEEDED, {"amount": 100}),
     ]
+    # The run's timeline shows the refused call with its reason, and the one that ran.
+    client.force_login(Run.objects.get(pk=run.run_id).requested_by)
+    html = client.get(reverse("run-detail", args=[run.run_id])).content.decode()
+    assert 'data-step-status="rejected"' in html
+    assert "over $100 needs a manager" in html
+    assert html.count('data-step-status="succeeded"') == 2
 
 
 def test_a_restarted_client_gets_its_recorded_results_without_running_again(clients, asgi_server):
