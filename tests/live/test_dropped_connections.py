@@ -1,0 +1,31 @@
+"""The web server outlives its database connections: after PostgreSQL terminates every
+pooled connection (a restart, a failover, an operator's pg_terminate_backend), the next
+requests are answered, not turned into 500s."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_requests_after_every_connection_was_terminated_succeed(asgi_server, operator):
+    key = Token.objects.create(user=operator).key
+    headers = {"Authorization": f"Token {key}"}
+    url = f"{asgi_server.url}/api/v1/runs/"
+    with httpx.Client(headers=headers, timeout=10) as http:
+        # Several requests at once leave several connections in the server's pool.
+        for _ in range(5):
+            assert http.get(url).status_code == 200
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            (terminated,) = cursor.fetchone()
+        assert terminated >= 1
+        statuses = [http.get(url).status_code for _ in range(10)]
+    assert statuses == [200] * 10
