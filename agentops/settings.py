@@ -109,9 +109,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "max_size": env_int("AGENTOPS_DB_POOL_SIZE", 20, minimum=1),
             "timeout": 10,
         }
-        # Django then has the pool check a connection before a request gets it: one the server
-        # closed (a restart, a failover, pg_terminate_backend) is replaced, not served as a 500.
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        # A connection the server closed (a restart, a failover, pg_terminate_backend) is
+        # replaced before a request gets it, not served as a 500 (``agentops.dbpool``).
+        DATABASES["default"]["ENGINE"] = "agentops.postgresql"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Tests create many users; a deliberately slow password hash would dominate their time.

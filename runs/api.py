@@ -206,8 +206,9 @@ class RunViewSet(viewsets.GenericViewSet):
         run = conversation.run_messages_append(
             actor=actor_for(request), run_id=pk, **body.validated_data
         )
-        run.refresh_from_db()
-        return Response(RunTotalsSerializer(run).data, status=status.HTTP_201_CREATED)
+        # Read again: the row as committed (a protected status cannot be refreshed in place).
+        totals = Run.objects.select_related("requested_by").get(pk=run.pk)
+        return Response(RunTotalsSerializer(totals).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="A client run appends no more steps; it succeeds once they are done.",

@@ -60,6 +60,17 @@ def test_all_conversations_replay_exactly_with_every_write_once(worker, asgi_ser
     assert {(r.metadata["task_id"], r.metadata["trial"]) for r in runs} == {
         (c.task_id, c.trial) for c in report.conversations
     }
+    # Each model turn was recorded once: every tool call the model made appears once in its
+    # run's conversation, as many as the run has steps.
+    for run in runs:
+        calls = Counter(
+            call["id"]
+            for message in run.conversation
+            if message["role"] == "assistant"
+            for call in message.get("tool_calls") or []
+        )
+        assert set(calls.values()) <= {1}, run.metadata
+        assert sum(calls.values()) == run.steps.count(), run.metadata
     steps = Step.objects.filter(run__in=runs)
     # Every write waited for and got the second user's approval, and ran exactly once: one
     # ledger entry in agentops, one effect in the airline database, under the same key.

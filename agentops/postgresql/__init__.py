@@ -1,0 +1,2 @@
+"""Django's PostgreSQL backend, with a pool check that clears dead connections at once
+(``agentops.dbpool``)."""
