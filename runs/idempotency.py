@@ -105,11 +105,16 @@ def _begin(user: Any, key: str, fingerprint: str) -> IdempotencyKey | None:
         return None
 
 
+class _Unanswered(Exception):
+    """A view answered 5xx: its writes roll back and its key is released."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
 def _finish(user: Any, key: str, response: Response) -> None:
     records = IdempotencyKey.objects.filter(user=user, key=key)
-    if response.status_code >= 500:
-        records.delete()
-        return
     body = json.loads(JSONRenderer().render(response.data)) if response.data is not None else None
     records.update(
         status=IdempotencyKeyStatus.DONE,
@@ -125,8 +130,9 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
     """Decorate a DRF view method (POST) to honour the ``Idempotency-Key`` header.
 
     Without the header the view runs as usual. A key is 1 to 255 visible ASCII characters
-    (else 400). An exception raised by the view releases the key (nothing was stored), so a
-    corrected retry may reuse it.
+    (else 400). With it, the view runs in one transaction with the storing of its answer: an
+    exception or a 5xx rolls the view's writes back and releases the key, so a retry (or a
+    corrected request) may reuse it and nothing is done twice.
     """
 
     @wraps(view_method)
@@ -147,11 +153,20 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
                 headers={"Idempotent-Replayed": "true"},
             )
         try:
-            response = view_method(self, request, *args, **kwargs)
+            # The view's writes and the stored answer commit together: a request that dies
+            # after its work is done but before its answer is stored leaves neither, so a
+            # retry with the key does the work once, never twice.
+            with transaction.atomic():
+                response = view_method(self, request, *args, **kwargs)
+                if response.status_code >= 500:
+                    raise _Unanswered(response)
+                _finish(user, key, response)
+        except _Unanswered as unanswered:
+            IdempotencyKey.objects.filter(user=user, key=key).delete()
+            return unanswered.response
         except BaseException:
             IdempotencyKey.objects.filter(user=user, key=key).delete()
             raise
-        _finish(user, key, response)
         return response
 
     return wrapper

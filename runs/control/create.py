@@ -189,17 +189,17 @@ def step_append(
     (``runs.control.conversation.parse_usage``; ``model`` optional) is what the client's
     model spent choosing this call: kept on the step and added to the run's totals.
 
-    A step past the run's step limit fails the run (budget policy fail: the request is then
-    refused with a conflict) or waits for approval to continue (policy approve; one such step
-    at a time).
+    One step past the run's step limit may be appended: when its turn comes the run fails
+    (budget policy fail; the step is skipped) or it waits for approval to continue (policy
+    approve).
 
     Raises:
         Run.DoesNotExist: unknown run.
         InvalidInput: unknown server tool or arguments that fail its schema; an
             ``args_schema`` that is no JSON Schema or given for a server step; malformed
             usage; not a client run.
-        Conflict: the run is finished, its client already completed it, or it reached its
-            step limit.
+        Conflict: the run is finished, its client already completed it, or a step past its
+            step limit is already appended.
     """
     if executor not in Executor.values:
         raise InvalidInput(f"executor must be one of {Executor.values}", field="executor")
@@ -213,7 +213,6 @@ def step_append(
         raise InvalidInput("step.tool must be at most 128 characters", field="step.tool")
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
-    refusal = ""
     with audited_atomic():
         run = lock_run(run_id)
         if run.agent != AgentKind.CLIENT:
@@ -223,19 +222,17 @@ def step_append(
         if run.client_done:
             raise Conflict("the client already completed this run")
         count = run.steps.count()
-        refusal = step_limit_locked(run, count, actor)
-        if not refusal:
-            (step,) = create_steps(run, specs, first_index=count, actor=actor)
-            if reported is not None:
-                step.usage = reported.as_json()
-                rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
-                add_usage_locked(run, reported)
-            save_run(run)
-            if not budget_stops_run_locked(run, actor):
-                # Moved on here, not by a worker later: a client step the client may run at
-                # once is ``ready`` in this very response, so the client need not wait for it.
-                advance_locked(run, actor)
-    if refusal:
-        # Raised after the commit: a run that crossed its step budget stays failed.
-        raise Conflict(refusal)
+        refusal = step_limit_locked(run, count)
+        if refusal:
+            raise Conflict(refusal)
+        (step,) = create_steps(run, specs, first_index=count, actor=actor)
+        if reported is not None:
+            step.usage = reported.as_json()
+            rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
+            add_usage_locked(run, reported)
+        save_run(run)
+        if not budget_stops_run_locked(run, actor):
+            # Moved on here, not by a worker later: a client step the client may run at
+            # once is ``ready`` in this very response, so the client need not wait for it.
+            advance_locked(run, actor)
     return step

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
-from runs.budget import Crossing, budget_crossing
+from runs.budget import budget_crossing
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.gates import cancel_open_steps
 from runs.gates import Classification, StepRequest, step_policy
@@ -65,20 +65,12 @@ def budget_gates_step_locked(run: Run, step: Step, actor: Actor) -> bool:
     return True
 
 
-def step_limit_locked(run: Run, count: int, actor: Actor) -> str:
+def step_limit_locked(run: Run, count: int) -> str:
     """Whether a locked client run that has ``count`` steps may get one more: "" when it may,
-    else why not. At its step limit, the run fails when its budget policy is to fail; under
-    the approve policy one step past the limit may wait for approval to continue."""
+    else why not. One step past the step limit may be appended: when its turn comes, the run
+    fails (budget policy fail) or the step waits for approval to continue (policy approve);
+    a second one is refused until then."""
     allowed = run.step_limit * (run.budget_grants + 1)
-    if count < allowed:
+    if count <= allowed:
         return ""
-    if run.on_budget_exceeded == OnBudgetExceeded.APPROVE:
-        if count == allowed:
-            return ""
-        return f"run reached its step limit of {allowed}: a step waits for approval to continue"
-    crossing = Crossing("max_steps", count + 1, allowed)
-    if run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
-        return f"run reached its step limit of {allowed}"
-    cancel_open_steps(run, actor, timezone.now())
-    fail_run_locked(run, actor, crossing.as_json())
-    return f"run reached its step limit of {allowed}: it failed ({crossing.as_json()['message']})"
+    return f"run reached its step limit of {allowed}: a step past it is already waiting"

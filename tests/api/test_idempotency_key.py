@@ -88,3 +88,28 @@ def test_action_endpoints_honour_the_key(operator_api):
     )
     assert first.status_code == again.status_code == 200
     assert again["Idempotent-Replayed"] == "true"
+
+
+def test_a_request_that_dies_before_its_answer_is_stored_is_done_once(
+    operator_api, monkeypatch, django_capture_on_commit_callbacks
+):
+    from runs import idempotency
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run = operator_api.post(RUNS_URL, {"agent": "client", "goal": "g"}, format="json").json()
+    body = {"tool": "echo", "args": {"value": 1}}
+    headers = {"HTTP_IDEMPOTENCY_KEY": "append-once"}
+    real_finish = idempotency._finish
+
+    def dies(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ConnectionResetError("the web process died here")
+
+    monkeypatch.setattr(idempotency, "_finish", dies)
+    with pytest.raises(ConnectionResetError):
+        operator_api.post(run_url(run["id"], "steps"), body, format="json", **headers)
+    monkeypatch.setattr(idempotency, "_finish", real_finish)
+    with django_capture_on_commit_callbacks(execute=True):
+        retried = operator_api.post(run_url(run["id"], "steps"), body, format="json", **headers)
+    assert retried.status_code == 201
+    # The work of the request that died rolled back with it: one step, not two.
+    assert Run.objects.get(pk=run["id"]).steps.count() == 1

@@ -33,6 +33,9 @@ def drive(operator, reviewer, django_capture_on_commit_callbacks):  # type: igno
     op, rev = Actor.for_user(operator, via_api=True), Actor.for_user(reviewer)
 
     class Drive:
+        def __init__(self) -> None:
+            self.capture, self.op = capture, op
+
         def create(self, budget: dict[str, Any]) -> Run:
             with capture(execute=True):
                 return run_create(actor=op, agent="client", goal="budgeted", budget=budget)
@@ -124,13 +127,21 @@ def test_crossing_a_usage_limit_asks_a_reviewer_to_continue(drive, budget, usage
 
 def test_a_step_past_max_steps_fails_the_run(drive):
     run = drive.create({"max_steps": 2})
-    drive.append(run)
-    drive.append(run)
-    with pytest.raises(Conflict, match="step limit of 2: it failed"):
+    drive.append(run, executor="client", tool="get_quote")
+    second = drive.append(run)
+    third = drive.append(run)
+    # The step past the limit waits behind the client's step; a fourth is refused.
+    assert _status(third) == "pending"
+    with assert_unchanged(), pytest.raises(Conflict, match="step limit of 2"):
         drive.append(run)
+    step = Step.objects.get(run=run, index=0)
+    from runs.executor.client import step_report
+
+    with drive.capture(execute=True):
+        step_report(actor=drive.op, run_id=run.pk, step_id=step.pk, report={"result": 1})
+    assert (_status(second), _status(third)) == ("succeeded", "skipped")
     run.refresh_from_db()
     assert (run.status, run.error["limit"], run.error["used"]) == (RunStatus.FAILED, "max_steps", 3)
-    assert run.steps.count() == 2
 
 
 def test_a_step_past_max_steps_waits_for_approval_to_continue(drive):
@@ -140,7 +151,7 @@ def test_a_step_past_max_steps_waits_for_approval_to_continue(drive):
     third = drive.append(run)
     assert _status(third) == "awaiting_approval"
     # One step at a time waits past the limit.
-    with assert_unchanged(), pytest.raises(Conflict, match="waits for approval to continue"):
+    with assert_unchanged(), pytest.raises(Conflict, match="a step past it is already waiting"):
         drive.append(run)
     drive.decide(third, "approve")
     assert _status(third) == "succeeded"
