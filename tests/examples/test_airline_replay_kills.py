@@ -75,7 +75,7 @@ def test_the_replay_survives_fifty_kills_of_the_client_and_the_workers(tmp_path,
             client = Process(command, cluster.env, tmp_path / "client.log", name="client")
             starts += 1
             while sum(kills.values()) < KILLS:
-                time.sleep(rng.uniform(0.2, 2.0))
+                time.sleep(rng.uniform(0.2, 1.2))
                 if not client.alive:
                     # It finished before the kills did: start it again (it finds its runs
                     # done or resumes them), so the remaining kills still land on work.
