@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runs.models import Run
+    from runs.models import Run, Step
 
 # The gate kind of approvals (``runs.gates``), stored in ``Step.gate`` and ``Run.gate``.
 APPROVAL_GATE = "approval"
@@ -24,8 +24,9 @@ class ApprovalPolicy:
     ``approvals``: how many people must approve (1 or more); one rejection rejects, and each
     person decides at most once, so M approvals come from M distinct people.
     ``permission``: what a person needs to decide (``DECIDE_PERMISSION``, held by the
-    reviewers role). ``requester_may_decide``: whether whoever requested the run may decide
-    (never, by default: four eyes). ``ttl_seconds``: seconds an undecided request stays open.
+    reviewers role). ``requester_may_decide``: whether whoever requested the run or asked for
+    the step may decide (never, by default: four eyes). ``ttl_seconds``: seconds an undecided
+    request stays open.
     ``on_expiry``: what expiry does (``EXPIRY_REJECTS``: the step is refused with
     ``approval_expired``). ``reason``: why the call waits, for the reviewer (the matched rule,
     the tool's declared risk, or edited arguments).
@@ -58,20 +59,30 @@ class ApprovalPolicy:
         except TypeError as exc:
             raise ValueError(f"not an approval policy: {data!r}") from exc
 
-    def refusal(self, *, user: Any, run: Run) -> str:
-        """Why ``user`` may not decide requests of ``run`` under this policy ("" if they may).
+    def refusal(self, *, user: Any, run: Run, step: Step) -> str:
+        """Why ``user`` may not decide the request of ``step`` of ``run`` under this policy
+        ("" if they may).
 
-        Superusers follow the same rule (they hold every permission, but requesting the run
-        still excludes them)."""
+        Four eyes: whoever requested the run, or asked for the step (with their session or any
+        of their tokens), may not decide it. Superusers follow the same rule (they hold every
+        permission, but requesting still excludes them)."""
         if user is None or not user.has_perm(self.permission):
             return "only reviewers may decide approval requests"
-        if self.excludes_requester(user=user, run=run):
+        if self.requester_may_decide:
+            return ""
+        if run.requested_by_id == user.pk:
             return "a reviewer may not decide on a run they requested"
+        if step.requested_by_id == user.pk:
+            return "a reviewer may not decide on a step they asked for"
         return ""
 
-    def excludes_requester(self, *, user: Any, run: Run) -> bool:
-        """Whether ``user`` requested ``run`` and the policy keeps requesters from deciding."""
-        return not self.requester_may_decide and run.requested_by_id == user.pk
+    def excludes_requester(self, *, user: Any, run: Run, step: Step) -> bool:
+        """Whether ``user`` requested ``run`` or asked for ``step`` and the policy keeps
+        requesters from deciding."""
+        return not self.requester_may_decide and user.pk in (
+            run.requested_by_id,
+            step.requested_by_id,
+        )
 
     def is_met(self, approvals: int) -> bool:
         """Whether ``approvals`` approvals (from distinct people) approve the request."""

@@ -145,7 +145,7 @@ def approval_decide(
         run = lock_run(run_id)
         step = Step.objects.select_for_update().get(approval__pk=approval_id)
         approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-        refusal = approval.rule.refusal(user=user, run=run)
+        refusal = approval.rule.refusal(user=user, run=run, step=step)
         if refusal:
             raise PermissionDenied(refusal)
         expired = (

@@ -48,7 +48,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         InboxItem(
             approval=approval,
             earlier_steps=earlier.get(approval.pk, []),
-            own_run=approval.rule.excludes_requester(user=request.user, run=approval.run),
+            own_run=approval.rule.excludes_requester(
+                user=request.user, run=approval.run, step=approval.step
+            ),
         )
         for approval in approvals
     ]

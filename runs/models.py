@@ -211,6 +211,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
     which gets the step when it is ``ready`` and reports its outcome
     (``runs.executor.client``). ``budget_crossing`` is set when the step had to wait for an
     approval to continue because its run crossed its budget (``runs.budget``).
+    ``requested_by`` is who asked for the step (the run's requester, or the user whose
+    session or token appended it): four eyes keeps them from deciding its approval.
     ``recorded_result`` holds the recorded output a transcript step replays instead of calling
     a tool (None for live tools).
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
@@ -243,6 +245,13 @@ class Step(ConcurrentTransitionMixin, models.Model):
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     args_schema = models.JSONField(default=dict, blank=True)
     budget_crossing = models.JSONField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     idempotency_key = models.CharField(max_length=300, unique=True)
     risk = models.CharField(max_length=16, choices=Risk.choices)
     gate = models.CharField(max_length=32, blank=True)

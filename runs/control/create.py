@@ -51,8 +51,11 @@ def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
         raise InvalidInput(f"{where}.args: {reason}", field=f"{where}.args")
 
 
-def new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> Step:
-    """An unsaved pending step of ``run`` at ``index``, classified as ``klass``."""
+def new_step(
+    run: Run, spec: StepSpec, *, index: int, klass: Classification, requested_by: Any = None
+) -> Step:
+    """An unsaved pending step of ``run`` at ``index``, classified as ``klass``, asked for by
+    the user ``requested_by``."""
     tool = get_tool(spec.tool)
     digest = Step.args_digest(spec.args)
     return Step(
@@ -65,6 +68,7 @@ def new_step(run: Run, spec: StepSpec, *, index: int, klass: Classification) -> 
         args_schema=spec.args_schema,
         idempotency_key=Step.key_for(run.pk, index, spec.tool, digest),
         risk=klass.risk,
+        requested_by=requested_by,
         gate=klass.gate,
         gate_params=klass.params,
         rationale=spec.rationale,
@@ -95,7 +99,7 @@ def create_steps(
     ]
     classes = step_policy().classify(requests)
     steps = [
-        new_step(run, spec, index=first_index + i, klass=klass)
+        new_step(run, spec, index=first_index + i, klass=klass, requested_by=actor.user)
         for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
     ]
     return insert_steps(steps, actor)

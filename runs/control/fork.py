@@ -86,6 +86,7 @@ def run_fork(
                 args_hash=old.args_hash,
                 executor=old.executor,
                 args_schema=old.args_schema,
+                requested_by=old.requested_by,
                 idempotency_key=Step.key_for(run.pk, old.index, old.tool, old.args_hash),
                 risk=old.risk,
                 gate=old.gate,
