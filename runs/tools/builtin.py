@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import time
 from typing import Any
 
 from django.core.mail import send_mail
+from simpleeval import InvalidExpression, SimpleEval
 
 from runs.tools.registry import ToolContext, ToolError, register
 
-_BIN_OPS: dict[type, Any] = {
+# Arithmetic only, on floats: a float operation takes constant time and its overflow is an
+# error, so no expression can keep a worker busy (Python integers grow without bound: a
+# 40-character power of a large base runs for hours).
+_OPERATORS: dict[type, Any] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -19,22 +24,20 @@ _BIN_OPS: dict[type, Any] = {
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
 }
-_UNARY_OPS: dict[type, Any] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN_OPS:
-        if isinstance(node.op, ast.Pow) and abs(_evaluate(node.right)) > 64:
-            raise ToolError("exponent too large (at most 64)")
-        return _BIN_OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY_OPS:
-        return _UNARY_OPS[type(node.op)](_evaluate(node.operand))
-    raise ToolError(f"unsupported expression element: {type(node).__name__}")
+class _FloatEvaluator(SimpleEval):
+    """simpleeval (names, calls and attributes refused) over floats: every number literal is a
+    float."""
+
+    def _eval_constant(self, node: ast.Constant) -> float:
+        value = super()._eval_constant(node)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ToolError(f"only numbers may appear, not {value!r}")
+        return float(value)
 
 
 @register(
@@ -48,11 +51,23 @@ def _evaluate(node: ast.AST) -> float:
     },
 )
 def calculate(args: dict[str, Any], ctx: ToolContext) -> float:
+    """The value of an arithmetic expression, as a float rounded to 10 decimals.
+
+    Raises:
+        ToolError: not arithmetic (names, calls, strings...), a syntax error, division by
+            zero, or a result that is not a finite float.
+    """
+    expression = args["expression"]
+    evaluator = _FloatEvaluator(operators=_OPERATORS, functions={}, names={})
     try:
-        tree = ast.parse(args["expression"], mode="eval")
-        return round(float(_evaluate(tree)), 10)
+        value = evaluator.eval(expression)
     except (SyntaxError, ZeroDivisionError, OverflowError) as exc:
-        raise ToolError(f"cannot evaluate {args['expression']!r}: {exc}") from exc
+        raise ToolError(f"cannot evaluate {expression!r}: {exc}") from exc
+    except InvalidExpression as exc:
+        raise ToolError(f"cannot evaluate {expression!r}: {exc}") from exc
+    if not isinstance(value, float) or not math.isfinite(value):
+        raise ToolError(f"cannot evaluate {expression!r}: the result is not a finite number")
+    return round(value, 10)
 
 
 @register(
