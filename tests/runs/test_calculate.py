@@ -7,8 +7,17 @@ import threading
 
 import pytest
 
-from runs.tools import ToolError
+from runs.tools import ToolContext, ToolError
 from runs.tools.builtin import calculate
+
+CTX = ToolContext(
+    idempotency_key="k",
+    run_id="r",
+    step_id=1,
+    attempt=1,
+    timeout_seconds=60,
+    heartbeat=lambda: True,
+)
 
 
 @pytest.mark.parametrize(
@@ -16,7 +25,7 @@ from runs.tools.builtin import calculate
     [("1+2", 3.0), ("(2+3)*4.5", 22.5), ("10//3", 3.0), ("-5%3", 1.0), ("2**0.5", 1.4142135624)],
 )
 def test_arithmetic_is_evaluated(expression, value):
-    assert calculate({"expression": expression}, None) == value
+    assert calculate({"expression": expression}, CTX) == value
 
 
 @pytest.mark.parametrize(
@@ -37,7 +46,7 @@ def test_anything_else_is_refused_at_once(expression, words):
 
     def attempt() -> None:
         try:
-            calculate({"expression": expression}, None)
+            calculate({"expression": expression}, CTX)
         except BaseException as exc:
             outcome.append(exc)
 
