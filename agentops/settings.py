@@ -12,12 +12,14 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from agentops.csp import DEFAULT_POLICY as DEFAULT_CSP
 from agentops.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: a debug page shows settings and URL patterns to anyone.
+DEBUG = env_bool("DEBUG", False)
 _DEV_SECRET = "dev-only-insecure-secret-key-change-me-in-production-0123456789"  # noqa: S105
 SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else "")
 if not SECRET_KEY:
@@ -37,6 +39,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "channels",
     "audit",
@@ -58,7 +61,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentops.csp.ContentSecurityPolicyMiddleware",
 ]
+# The Content-Security-Policy of every response (``agentops.csp``).
+AGENTOPS_CSP = env_str("AGENTOPS_CSP", DEFAULT_CSP)
 
 ROOT_URLCONF = "web.urls"
 ASGI_APPLICATION = "web.asgi.application"
@@ -214,6 +220,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Runs, steps, approvals and audit events of AI-agent runs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the project's static files (drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # Runs, steps, attempts and approvals each have a "status" with its own choices: name them.
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "runs.statuses.run_status_choices",

@@ -13,6 +13,16 @@
 (function () {
   "use strict";
 
+  // A control marked data-submit-on-change submits its form when changed (no inline handler:
+  // the Content-Security-Policy runs no inline script).
+  document.querySelectorAll("[data-submit-on-change]").forEach(function (control) {
+    control.addEventListener("change", function () {
+      if (control.form) {
+        control.form.submit();
+      }
+    });
+  });
+
   var region = document.querySelector("[data-live]");
   if (!region || !window.WebSocket) {
     return;
