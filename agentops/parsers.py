@@ -1,4 +1,5 @@
-"""The API's request parser: JSON that PostgreSQL can store, or a 400 saying why not.
+"""The API's request parser: JSON that PostgreSQL can store, or a 400 saying why not (NUL,
+unpaired surrogates, numbers that overflow to infinity such as ``1e999``, absurd nesting).
 
 Kept apart from ``agentops.api``: DRF imports parsers while loading its settings, before its
 views can be imported.
@@ -6,6 +7,7 @@ views can be imported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,9 +20,12 @@ MAX_JSON_DEPTH = 64
 
 def _unstorable(value: Any, where: str, depth: int = 0) -> str:
     """Where in ``value`` a string PostgreSQL's JSON cannot store sits (NUL, an unpaired
-    surrogate), or a nesting deeper than ``MAX_JSON_DEPTH``; "" when there is none."""
+    surrogate), a number that is not finite (``1e999`` parses to infinity), or a nesting deeper
+    than ``MAX_JSON_DEPTH``; "" when there is none."""
     if depth > MAX_JSON_DEPTH:
         return f"{where}: nested deeper than {MAX_JSON_DEPTH} levels"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: numbers must be finite (not {value})"
     if isinstance(value, str):
         if "\x00" in value:
             return f"{where}: strings may not contain NUL (\\u0000)"

@@ -15,7 +15,7 @@ from rest_framework import serializers
 
 from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
-from runs.budget import budget_json
+from runs.budget import MAX_STEPS, budget_json
 from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
@@ -267,7 +267,7 @@ class CreateRunSerializer(StrictSerializer):
     steps = StepInputSerializer(many=True, required=False)
     transcript = serializers.ListField(child=serializers.DictField(), required=False)
     metadata = serializers.DictField(required=False)
-    step_limit = serializers.IntegerField(required=False, min_value=1)
+    step_limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_STEPS)
     deadline = serializers.DateTimeField(required=False)
     budget = serializers.DictField(
         required=False,
@@ -286,7 +286,7 @@ class ForkRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/fork/``: the index of the first step to run in the new run,
     and optionally new arguments for that step."""
 
-    from_index = serializers.IntegerField(min_value=0)
+    from_index = serializers.IntegerField(min_value=0, max_value=MAX_STEPS)
     args = serializers.JSONField(required=False, default=None)
 
 
@@ -297,7 +297,7 @@ class EmptySerializer(StrictSerializer):
 class EventQuerySerializer(serializers.Serializer):
     """``?after=`` (last event id seen, 0 for all) and ``?limit=`` (1-1000, default 500)."""
 
-    after = serializers.IntegerField(required=False, default=0, min_value=0)
+    after = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**63 - 1)
     limit = serializers.IntegerField(required=False, default=500, min_value=1, max_value=1000)
 
 

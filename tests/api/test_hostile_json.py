@@ -83,3 +83,27 @@ def test_a_client_steps_result_with_nul_is_refused(
         )
     assert response.status_code == 400
     assert "body.result.text" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('{"agent": "client", "goal": "g", "metadata": {"n": 1e999}}', "finite"),
+        ('{"agent": "client", "goal": "g", "metadata": {"n": -1e999}}', "finite"),
+        ('{"agent": "client", "goal": "g", "step_limit": 2147483648}', "step_limit"),
+        ('{"agent": "client", "goal": "g", "budget": {"max_cost_usd": 1e999}}', "finite"),
+    ],
+)
+def test_numbers_out_of_range_are_refused(operator, body, words):
+    api = token_client(operator)
+    with assert_unchanged():
+        response = api.post(RUNS_URL, body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert words in response.content.decode()
+
+
+def test_an_event_cursor_out_of_range_is_refused(operator, client_run):
+    api = token_client(operator)
+    response = api.get(run_url(client_run.pk, "events"), {"after": 2**64})
+    assert response.status_code == 400
+    assert "after" in response.json()
