@@ -23,6 +23,8 @@ from runs.control.create import run_create
 from web.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")
+# The site the test connections reach: the Origin must match its scheme, host and port.
+HOST = (b"host", b"localhost")
 
 SEND_EMAIL = {
     "tool": "send_email",
@@ -41,7 +43,7 @@ def session_cookie(user: Any) -> tuple[bytes, bytes]:
 
 def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
     """A WebSocket client of ``web.asgi.application`` with an allowed Origin."""
-    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+    return WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, *headers])
 
 
 async def close_code(comm: WebsocketCommunicator) -> int:

@@ -136,3 +136,49 @@ def test_a_session_without_origin_is_refused(operator):
         assert not connected
 
     async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        b"http://localhost:8081",  # another port of the same host
+        b"https://localhost",  # another scheme
+        b"http://localhost.evil.example",
+        b"null",
+        b"http://[::1",  # does not parse
+    ],
+)
+def test_an_origin_that_is_not_exactly_this_site_is_refused(operator, origin):
+    operator_cookie = session_cookie(operator)
+
+    async def scenario():
+        comm = communicator("/ws/runs/", operator_cookie)
+        comm.scope["headers"] = [
+            (b"origin", origin) if name == ORIGIN[0] else (name, value)
+            for name, value in comm.scope["headers"]
+        ]
+        connected, _ = await comm.connect()
+        assert not connected
+
+    async_to_sync(scenario)()
+
+
+def test_a_proxy_that_terminates_tls_is_believed_only_when_configured(operator, settings):
+    operator_cookie = session_cookie(operator)
+
+    async def connects(*extra: tuple[bytes, bytes]) -> bool:
+        comm = communicator("/ws/runs/", operator_cookie, *extra)
+        comm.scope["headers"] = [
+            (b"origin", b"https://localhost") if name == ORIGIN[0] else (name, value)
+            for name, value in comm.scope["headers"]
+        ]
+        connected, _ = await comm.connect()
+        await comm.disconnect()
+        return bool(connected)
+
+    forwarded = (b"x-forwarded-proto", b"https")
+    settings.SECURE_PROXY_SSL_HEADER = None
+    assert not async_to_sync(connects)(forwarded)
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert async_to_sync(connects)(forwarded)
+    assert not async_to_sync(connects)()
