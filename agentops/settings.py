@@ -235,6 +235,9 @@ SPECTACULAR_SETTINGS = {
 
 # agentops policy knobs.
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
+# Seconds between two checks that an open WebSocket's token, session and user still hold
+# (``audit.consumers``): a revoked one stops receiving events within this time of the next.
+AGENTOPS_WS_RECHECK_SECONDS = env_int("AGENTOPS_WS_RECHECK_SECONDS", 5, minimum=0)
 AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS = env_int(
     "AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS", 60, minimum=1
 )

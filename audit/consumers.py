@@ -14,6 +14,7 @@ authenticated, 4403 missing permission, 4404 unknown object.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
 
+from agentops.ws_auth import token_key
 from audit.selectors import event_list
 from audit.serializers import AuditEventSerializer
 
@@ -50,6 +55,28 @@ def _has_perm(user: Any, permission: str) -> bool:
 
 
 @database_sync_to_async
+def _access_lost(scope: dict[str, Any], permission: str) -> int:
+    """The close code for a connection that may no longer follow its stream (0 if it may)."""
+    user_id = getattr(scope.get("user"), "pk", None)
+    fresh = (
+        get_user_model().objects.filter(pk=user_id, is_active=True).first()
+        if user_id is not None
+        else None
+    )
+    if fresh is None:
+        return CLOSE_UNAUTHENTICATED
+    key = token_key(scope)
+    if key and not Token.objects.filter(key=key, user_id=fresh.pk).exists():
+        return CLOSE_UNAUTHENTICATED
+    session = scope.get("session")
+    if not key and session is not None and not session.exists(session.session_key):
+        return CLOSE_UNAUTHENTICATED
+    if not fresh.has_perm(permission):
+        return CLOSE_FORBIDDEN
+    return 0
+
+
+@database_sync_to_async
 def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
     events = event_list(run_id=stream.run_id, after=after, verb_prefix=stream.verb_prefix)
     return list(AuditEventSerializer(events[:REPLAY_BATCH], many=True).data)
@@ -68,6 +95,7 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
         super().__init__(*args, **kwargs)
         self.stream: Stream | None = None
         self.replayed: set[int] = set()
+        self.checked_at = time.monotonic()
 
     async def get_stream(self) -> Stream | None:
         """The stream this connection asked for, or None when its object does not exist."""
@@ -112,7 +140,18 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
 
     async def audit_events(self, message: dict[str, Any]) -> None:
         """Forward the live events of one committed transaction, in order, from the channel
-        layer (``{"type": "audit.events", "events": [...]}``, see ``audit.live``)."""
+        layer (``{"type": "audit.events", "events": [...]}``, see ``audit.live``).
+
+        Access is checked again first when ``AGENTOPS_WS_RECHECK_SECONDS`` have passed since
+        the last check: a connection whose token was deleted, whose session ended, or whose
+        user was deactivated or lost the permission is closed (4401, 4403) instead of going
+        on receiving."""
+        if time.monotonic() - self.checked_at >= settings.AGENTOPS_WS_RECHECK_SECONDS:
+            code = await _access_lost(self.scope, self.permission)
+            self.checked_at = time.monotonic()
+            if code:
+                await self.close(code=code)
+                return
         for event in message["events"]:
             if event["id"] not in self.replayed:
                 await self.send_json({"type": "event", "event": event})

@@ -4,10 +4,13 @@ import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from tests.live.conftest import (
+    MARKER,
     ORIGIN,
     assert_nothing_more,
     close_code,
@@ -182,3 +185,33 @@ def test_a_proxy_that_terminates_tls_is_believed_only_when_configured(operator, 
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     assert async_to_sync(connects)(forwarded)
     assert not async_to_sync(connects)()
+
+
+@pytest.mark.parametrize("revoke", ["token deleted", "user deactivated", "permission removed"])
+def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, revoke):
+    settings.AGENTOPS_WS_RECHECK_SECONDS = 0
+    token = Token.objects.create(user=operator)
+
+    async def scenario():
+        comm = communicator(f"/ws/runs/?token={token.key}")
+        assert (await comm.connect())[0]
+        await assert_nothing_more(comm, "runs")
+        await database_sync_to_async(_revoke)(revoke, token, operator)
+        # The next event does not reach it: the connection closes with why.
+        await get_channel_layer().group_send("runs", {"type": "audit.events", "events": [MARKER]})
+        message = await comm.receive_output(timeout=10)
+        assert message == {
+            "type": "websocket.close",
+            "code": 4403 if revoke == "permission removed" else 4401,
+        }
+
+    async_to_sync(scenario)()
+
+
+def _revoke(revoke: str, token: Token, user) -> None:  # type: ignore[no-untyped-def]
+    if revoke == "token deleted":
+        token.delete()
+    elif revoke == "user deactivated":
+        type(user).objects.filter(pk=user.pk).update(is_active=False)
+    else:
+        user.groups.clear()
