@@ -193,7 +193,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "agentops")},
+            "CONFIG": {
+                # redis-py's default read timeout (5 s) equals channels-redis's blocking pop
+                # (5 s): an idle WebSocket's consumer then died of a "Timeout reading" now
+                # and then. The socket may wait well past the pop.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": env_str("CHANNELS_PREFIX", "agentops"),
+            },
         }
     }
 else:
