@@ -17,11 +17,11 @@ from agentops.errors import Conflict, InvalidInput
 from approvals import services
 from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
 from approvals.policy import DECIDE_PERMISSION
-from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 
 
 @admin.register(RiskRule)
-class RiskRuleAdmin(admin.ModelAdmin):
+class RiskRuleAdmin(AuditedChangesMixin, admin.ModelAdmin):
     list_display = ["pattern", "risk", "required_approvals", "priority", "enabled", "description"]
     list_editable = ["enabled"]
     list_filter = ["risk", "enabled"]

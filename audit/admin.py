@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest
 
+from agentops.actors import Actor
 from audit.models import AuditEvent
+from audit.services import audit_record
 
 
 class ReadOnlyAdminMixin:
@@ -22,6 +25,57 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _snapshot(obj: Any) -> dict[str, Any]:
+    """The object's editable fields as JSON values (others as text)."""
+    found = {}
+    for field in obj._meta.concrete_fields:
+        value = getattr(obj, field.attname)
+        if not isinstance(value, str | int | float | bool | list | dict | type(None)):
+            value = str(value)
+        found[field.name] = value
+    return found
+
+
+class AuditedChangesMixin:
+    """For a ``ModelAdmin`` of settings that govern runs (risk rules, retention policies):
+    every add, change and delete in admin is an event of the ``system`` audit chain, in the
+    same transaction: ``admin.<model>.added|changed|deleted`` with the fields that changed
+    (``{"field": [old, new]}``) or the deleted object's fields, so approvals cannot be
+    switched off without a trace."""
+
+    def _record(self, request: HttpRequest, obj: Any, what: str, payload: dict[str, Any]) -> None:
+        name = obj._meta.model_name
+        audit_record(
+            actor=Actor.for_user(request.user),
+            verb=f"admin.{name}.{what}",
+            object_type=name,
+            object_id=obj.pk,
+            payload=payload,
+        )
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        before = {}
+        if change:
+            stored = type(obj).objects.filter(pk=obj.pk).first()
+            before = _snapshot(stored) if stored is not None else {}
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)  # type: ignore[misc]
+            after = _snapshot(obj)
+            changed = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+            self._record(request, obj, "changed" if change else "added", {"changed": changed})
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        with transaction.atomic():
+            self._record(request, obj, "deleted", {"was": _snapshot(obj)})
+            super().delete_model(request, obj)  # type: ignore[misc]
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        with transaction.atomic():
+            for obj in queryset:
+                self._record(request, obj, "deleted", {"was": _snapshot(obj)})
+            super().delete_queryset(request, queryset)  # type: ignore[misc]
 
 
 class ReadOnlyTabularInline(ReadOnlyAdminMixin, admin.TabularInline):

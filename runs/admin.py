@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
-from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
+from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from runs.control import lifecycle
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 
@@ -109,7 +109,7 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(admin.ModelAdmin):
+class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
     """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``."""
 
     list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses"]
