@@ -244,6 +244,27 @@ def search_onestop_flight(data: Data, origin: str, destination: str, date: str) 
     return json.dumps(results)
 
 
+def _price_flight(data: Data, flight: dict[str, Any], cabin: str, seats: int) -> str:
+    """Check that ``flight`` (``flight_number``, ``date``) can take ``seats`` passengers in
+    ``cabin`` and add its ``price``, ``origin`` and ``destination`` to it, in that key order;
+    returns τ-bench's error text, or "" when it can."""
+    number = flight["flight_number"]
+    if number not in data["flights"]:
+        return f"Error: flight {number} not found"
+    flight_data = data["flights"][number]
+    if flight["date"] not in flight_data["dates"]:
+        return f"Error: flight {number} not found on date {flight['date']}"
+    on_date = flight_data["dates"][flight["date"]]
+    if on_date["status"] != "available":
+        return f"Error: flight {number} not available on date {flight['date']}"
+    if on_date["available_seats"][cabin] < seats:
+        return f"Error: not enough seats on flight {number}"
+    flight["price"] = on_date["prices"][cabin]
+    flight["origin"] = flight_data["origin"]
+    flight["destination"] = flight_data["destination"]
+    return ""
+
+
 def book_reservation(
     data: Data,
     user_id: str,
@@ -286,20 +307,9 @@ def book_reservation(
     }
     total_price = 0
     for flight in booked_flights:
-        number = flight["flight_number"]
-        if number not in data["flights"]:
-            return f"Error: flight {number} not found"
-        flight_data = data["flights"][number]
-        if flight["date"] not in flight_data["dates"]:
-            return f"Error: flight {number} not found on date {flight['date']}"
-        on_date = flight_data["dates"][flight["date"]]
-        if on_date["status"] != "available":
-            return f"Error: flight {number} not available on date {flight['date']}"
-        if on_date["available_seats"][cabin] < len(passengers):
-            return f"Error: not enough seats on flight {number}"
-        flight["price"] = on_date["prices"][cabin]
-        flight["origin"] = flight_data["origin"]
-        flight["destination"] = flight_data["destination"]
+        error = _price_flight(data, flight, cabin, len(passengers))
+        if error:
+            return error
         total_price += flight["price"] * len(passengers)
     if insurance == "yes":
         total_price += 30 * len(passengers)
@@ -400,20 +410,9 @@ def update_reservation_flights(
             flight["origin"] = kept[0]["origin"]
             flight["destination"] = kept[0]["destination"]
             continue
-        number = flight["flight_number"]
-        if number not in data["flights"]:
-            return f"Error: flight {number} not found"
-        flight_data = data["flights"][number]
-        if flight["date"] not in flight_data["dates"]:
-            return f"Error: flight {number} not found on date {flight['date']}"
-        on_date = flight_data["dates"][flight["date"]]
-        if on_date["status"] != "available":
-            return f"Error: flight {number} not available on date {flight['date']}"
-        if on_date["available_seats"][cabin] < passengers:
-            return f"Error: not enough seats on flight {number}"
-        flight["price"] = on_date["prices"][cabin]
-        flight["origin"] = flight_data["origin"]
-        flight["destination"] = flight_data["destination"]
+        error = _price_flight(data, flight, cabin, passengers)
+        if error:
+            return error
         total_price += flight["price"] * passengers
     total_price -= sum(old["price"] for old in reservation["flights"]) * passengers
     method, error = _payment_method(data, reservation, payment_id, total_price)
