@@ -13,9 +13,11 @@ class AuditEvent(models.Model):
     UPDATE and DELETE unless the transaction set ``agentops.audit_purge`` (retention only).
 
     ``chain`` groups events into one hash chain: ``run:<uuid>`` for everything about one run,
-    ``system`` for the rest. ``hash`` is the SHA-256 of the canonical JSON of this row's fields and
-    the previous event's ``hash`` in the same chain (``prev_hash``; 64 zeros for the first), so
-    editing or deleting a row breaks every later hash of its chain (``manage.py verify_audit``).
+    ``system`` for the rest; ``project_id`` is the run's project, who may see the event (the
+    ``system`` chain has none: superusers only). ``hash`` is the SHA-256 of the canonical JSON
+    of this row's fields and the previous event's ``hash`` in the same chain (``prev_hash``; 64
+    zeros for the first), so editing or deleting a row breaks every later hash of its chain
+    (``manage.py verify_audit``).
 
     The actor and objects are copied as plain values, not foreign keys, so history survives the
     deletion of users and runs (habit taken from Zulip's ``RealmAuditLog``). ``id`` is the event id
@@ -25,6 +27,9 @@ class AuditEvent(models.Model):
     created_at = models.DateTimeField(db_index=True)
     chain = models.CharField(max_length=64)
     run_id = models.UUIDField(null=True, blank=True)
+    project_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The run's project (a copied id); empty for the system"
+    )
     actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
     actor_id = models.CharField(max_length=64, blank=True)
     actor_name = models.CharField(max_length=150, blank=True)

@@ -95,6 +95,7 @@ def audit_record(
     object_type: str,
     object_id: Any,
     run_id: uuid.UUID | None = None,
+    project_id: int | None = None,
     from_state: str = "",
     to_state: str = "",
     payload: dict[str, Any] | None = None,
@@ -105,7 +106,8 @@ def audit_record(
     ``audited_atomic`` the event is written when that block ends (its ``pk`` is None until
     then), inside a plain ``transaction.atomic`` at once. The event is chained to the previous
     event of the run's chain (``run:<run_id>``; the caller must hold the run's row lock), or of
-    the ``system`` chain when ``run_id`` is None.
+    the ``system`` chain when ``run_id`` is None. ``project_id`` is the run's project: who may
+    see the event.
 
     Raises:
         TransactionManagementError: called outside an atomic block.
@@ -116,6 +118,7 @@ def audit_record(
         created_at=timezone.now(),
         chain=f"run:{run_id}" if run_id else SYSTEM_CHAIN,
         run_id=run_id,
+        project_id=project_id,
         actor_kind=actor.kind,
         actor_id=actor.id,
         actor_name=actor.name,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from audit.chain import GENESIS_HASH, event_hash
+from audit.chain import GENESIS_HASH, event_hash, rehash_chains
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
 
@@ -27,6 +27,7 @@ FIELDS: dict[str, Any] = {
     "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
     "chain": f"run:{RUN_ID}",
     "run_id": RUN_ID,
+    "project_id": 3,
     "actor_kind": "user",
     "actor_id": "7",
     "actor_name": "rita",
@@ -40,14 +41,15 @@ FIELDS: dict[str, Any] = {
 # sha256('{"actor_id":"7","actor_kind":"user","actor_name":"rita","chain":"run:00000000-0000-
 # 4000-8000-000000000001","created_at":"2026-01-02 03:04:05+00:00","from_state":"pending",
 # "object_id":"42","object_type":"approval","payload":{"amount":12.5,"comment":"ok"},
-# "prev_hash":"000...000","run_id":"00000000-0000-4000-8000-000000000001","to_state":
+# "prev_hash":"000...000","project_id":3,"run_id":"00000000-0000-4000-8000-000000000001","to_state":
 # "approved","verb":"approval.approved"}')
-KNOWN_HASH = "13c792392f8c3915b568189744ba818672c52182ebb0b71f37e95171f229bc4d"
+KNOWN_HASH = "db7b645329e3102df58294f34b9eacfa7c115fe265ca05024ad31042a09b03bd"
 # Every field of an audit event that the hash must cover, written out (not the code's list).
 HASHED = [
     "created_at",
     "chain",
     "run_id",
+    "project_id",
     "actor_kind",
     "actor_id",
     "actor_name",
@@ -62,6 +64,7 @@ CHANGED: dict[str, Any] = {
     "created_at": datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC),
     "chain": "system",
     "run_id": uuid.UUID("00000000-0000-4000-8000-000000000002"),
+    "project_id": 4,
     "actor_kind": "api_client",
     "actor_id": "8",
     "actor_name": "ravi",
@@ -115,3 +118,18 @@ def test_an_edit_of_any_stored_field_is_reported(name):
     report = chain_verify(FIELDS["chain"])
     assert not report.ok
     assert report.broken_at == event.pk
+
+
+def test_rehashing_rewrites_every_chain_under_the_current_rule():
+    """What a migration that changes the hash rule does: hashes written under an old rule
+    (here: garbage) become the current rule's, chain by chain, and the trigger is back on."""
+    first = AuditEvent.objects.create(**FIELDS, prev_hash="a" * 64, hash="b" * 64)
+    second = AuditEvent.objects.create(**{**FIELDS, "chain": "system"}, prev_hash="c", hash="d")
+    assert not chain_verify(FIELDS["chain"]).ok
+    assert rehash_chains(AuditEvent, connection) == 2
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.prev_hash, first.hash) == (GENESIS_HASH, KNOWN_HASH)
+    assert chain_verify("system").ok
+    with pytest.raises(Exception, match="append-only"), transaction.atomic():
+        AuditEvent.objects.filter(pk=first.pk).update(verb="x")
