@@ -19,13 +19,11 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
+from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from rest_framework import exceptions, serializers, status
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.pagination import CursorPagination
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentops.actors import Actor
@@ -84,27 +82,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def actor_for(request: Request) -> Actor:
     """The actor of an authenticated API request: an API client when it came with a token,
     the person otherwise (session, i.e. the browser)."""
-    via_api = isinstance(request.successful_authenticator, TokenAuthentication)
+    via_api = isinstance(request.successful_authenticator, KnoxTokenAuthentication)
     return Actor.for_user(request.user, via_api=via_api)
-
-
-class ActionPermissions(BasePermission):
-    """Grant a viewset action when the user holds every permission listed for it.
-
-    The view sets ``action_permissions = {"list": ("runs.view_run",), ...}`` (Django
-    permission names; an empty tuple means any signed-in user). An action missing from the map
-    is refused, so a new action is closed until someone says who may call it. Unauthenticated
-    requests are refused (401 with the first authenticator's challenge).
-    """
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        user = request.user
-        if user is None or not user.is_authenticated:
-            return False
-        perms = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
-        if perms is None:
-            return False
-        return bool(user.has_perms(perms))
 
 
 class NewestFirstPagination(CursorPagination):

@@ -36,12 +36,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "channels",
+    "projects",
     "audit",
     "runs",
     "approvals",
@@ -62,7 +64,41 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentops.csp.ContentSecurityPolicyMiddleware",
+    # django-axes: refuses sign-in attempts after too many failures (last, as it documents).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes first (it counts failed sign-ins and locks out), then Django's own backend for
+# passwords and the admin's model permissions, then project roles for the product's
+# permissions (``projects.backends``).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    "projects.backends.ProjectRoleBackend",
+]
+# A username from one address is locked out after this many failed sign-ins in a row, for
+# this many hours (django-axes); a successful sign-in resets the count.
+AXES_FAILURE_LIMIT = env_int("AGENTOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("AGENTOPS_LOGIN_LOCKOUT_SECONDS", 900, minimum=1) / 3600
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# API tokens: django-rest-knox, with the project-scoped model of ``projects``. Only a SHA-512
+# digest is stored; the token is shown once when created.
+KNOX_TOKEN_MODEL = "projects.ApiToken"  # noqa: S105 (a model name)
+# knox's own token table is not wanted (its model is swapped for ours) and its migrations would
+# create it anyway.
+MIGRATION_MODULES = {"knox": None}
+AGENTOPS_TOKEN_TTL_SECONDS = env_int("AGENTOPS_TOKEN_TTL_SECONDS", 90 * 24 * 3600, minimum=0)
+REST_KNOX = {
+    "TOKEN_MODEL": KNOX_TOKEN_MODEL,
+    "AUTH_HEADER_PREFIX": "Token",
+    "AUTO_REFRESH": False,
+}
+# A client address that sent this many bad tokens within a minute gets 429s until the
+# minute is over (``agentops.tokens.TokenAuthentication``), so tokens cannot be guessed at speed.
+AGENTOPS_BAD_TOKENS_PER_MINUTE = env_int("AGENTOPS_BAD_TOKENS_PER_MINUTE", 20, minimum=1)
 # The Content-Security-Policy of every response (``agentops.csp``).
 AGENTOPS_CSP = env_str("AGENTOPS_CSP", DEFAULT_CSP)
 
@@ -157,6 +193,17 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REDIS_URL = env_str("REDIS_URL", "")
 
+# The cache holds request and failed-token counts (throttles): shared by every process through
+# Redis, or per process without it.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
+        }
+    }
+
 # Celery: the broker only carries wake-ups (ids); PostgreSQL decides what runs. acks_late with
 # reject_on_worker_lost re-delivers a task whose worker died, prefetch 1 keeps one task per
 # process in flight, and the visibility timeout must exceed the longest step timeout.
@@ -207,9 +254,19 @@ else:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "agentops.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Requests per client: signed-in users by user, others by address (DRF's throttles,
+    # counted in the cache). Generous: they stop floods, not agents.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("AGENTOPS_THROTTLE_ANON", "120/min"),
+        "user": env_str("AGENTOPS_THROTTLE_USER", "200/s"),
+    },
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

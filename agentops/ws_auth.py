@@ -1,6 +1,7 @@
 """WebSocket authentication: the browser's session, or a client app's API token.
 
-A client app passes its DRF token (``rest_framework.authtoken``) either as ``?token=<key>`` in
+A client app passes its API token (``agentops.tokens``: hashed, expiring, project-scoped;
+``scope["auth"]`` holds the stored token) either as ``?token=<key>`` in
 the URL (browsers' WebSocket API cannot set headers) or as an ``Authorization: Token <key>``
 header. A connection that presents a token is authenticated by that token alone: an unknown
 token leaves the user anonymous even when a session cookie is also sent, so a wrong key is
@@ -25,7 +26,9 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
-from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
+
+from agentops.tokens import TokenAuthentication
 
 TOKEN_KEYWORD = b"token"
 
@@ -44,22 +47,24 @@ def token_key(scope: dict[str, Any]) -> str:
 
 
 @database_sync_to_async
-def user_for_token(key: str) -> Any:
-    """The active user owning token ``key``, or ``AnonymousUser``."""
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return AnonymousUser()
-    return token.user
+def user_for_token(key: str) -> tuple[Any, Any]:
+    """(the active user owning token ``key``, the stored token), or (``AnonymousUser``, None)
+    for a wrong, expired or revoked token or an inactive user."""
+    try:
+        return TokenAuthentication().authenticate_credentials(key.encode())
+    except (AuthenticationFailed, UnicodeEncodeError):
+        return AnonymousUser(), None
 
 
 class TokenAuthMiddleware(BaseMiddleware):
-    """Set ``scope["user"]`` from an API token when the connection presents one."""
+    """Set ``scope["user"]`` and ``scope["auth"]`` from an API token when the connection
+    presents one."""
 
     async def __call__(self, scope, receive, send):
         scope = dict(scope)
         key = token_key(scope)
         if key:
-            scope["user"] = await user_for_token(key)
+            scope["user"], scope["auth"] = await user_for_token(key)
         return await super().__call__(scope, receive, send)
 
 

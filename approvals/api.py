@@ -14,10 +14,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ActionPermissions, ErrorSerializer, OldestFirstPagination, actor_for
+from agentops.api import ErrorSerializer, OldestFirstPagination, actor_for
 from approvals import selectors, services
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
 from approvals.serializers import ApprovalSerializer, DecideSerializer
+from projects.api import ProjectActionPermissions, access_for
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No approval request with this id.")
@@ -58,7 +59,9 @@ class ApprovalViewSet(viewsets.GenericViewSet):
     run they requested)."""
 
     lookup_value_converter = "int"
-    permission_classes = [ActionPermissions]
+    permission_classes = [ProjectActionPermissions]
+    view_permission = "approvals.view_approvalrequest"
+    not_found = "approval request not found"
     action_permissions = {
         "list": ("approvals.view_approvalrequest",),
         "retrieve": ("approvals.view_approvalrequest",),
@@ -70,7 +73,15 @@ class ApprovalViewSet(viewsets.GenericViewSet):
     serializer_class = ApprovalSerializer
 
     def get_queryset(self) -> QuerySet[ApprovalRequest]:
-        return selectors.approval_list()
+        """The approval requests of the projects where the user may see them."""
+        return access_for(self.request).scope(
+            selectors.approval_list(), "approvals.view_approvalrequest", "run__project_id"
+        )
+
+    def project_id_of(self, pk: int) -> int | None:
+        """The project of approval request ``pk`` (None: no such request)."""
+        found = ApprovalRequest.objects.filter(pk=pk).values_list("run__project_id", flat=True)
+        return found.first()
 
     def _approval_response(self, approval_id: int) -> Response:
         return Response(ApprovalSerializer(selectors.approval_list().get(pk=approval_id)).data)

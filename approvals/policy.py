@@ -66,8 +66,8 @@ class ApprovalPolicy:
         Four eyes: whoever requested the run, or asked for the step (with their session or any
         of their tokens), may not decide it. Superusers follow the same rule (they hold every
         permission, but requesting still excludes them)."""
-        if user is None or not user.has_perm(self.permission):
-            return "only reviewers may decide approval requests"
+        if user is None or not user.has_perm(self.permission, run):
+            return "only reviewers of the run's project may decide its approval requests"
         if self.requester_may_decide:
             return ""
         if run.requested_by_id == user.pk:

@@ -38,6 +38,7 @@ def _record(actor: Actor, approval: ApprovalRequest, from_state: str, **payload:
         object_type="approval",
         object_id=approval.pk,
         run_id=approval.run_id,
+        project_id=approval.run.project_id,
         from_state=from_state,
         to_state=approval.status,
         payload=payload,
@@ -126,8 +127,8 @@ def approval_decide(
         ApprovalRequest.DoesNotExist: unknown id.
         InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string,
             or ``args`` come with a rejection, are not an object or fail the tool's schema.
-        PermissionDenied: the policy does not let the actor decide (no reviewer permission,
-            or they requested the run).
+        PermissionDenied: the policy does not let the actor decide (not a reviewer of the run's
+            project, or they requested the run or the step).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
             one is marked so first), or this reviewer already decided on it.
     """
@@ -187,6 +188,7 @@ def _decide_locked(
                 object_type="approval",
                 object_id=approval.pk,
                 run_id=run.pk,
+                project_id=run.project_id,
                 from_state=approval.status,
                 to_state=approval.status,
                 payload={"reviewers": discarded, "why": "the arguments were edited"},
@@ -208,6 +210,7 @@ def _decide_locked(
         object_type="approval",
         object_id=approval.pk,
         run_id=run.pk,
+        project_id=run.project_id,
         from_state=approval.status,
         to_state=approval.status,
         payload={"decision": decision, "comment": comment},

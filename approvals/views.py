@@ -19,6 +19,7 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import selectors, services
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
+from projects.access import Access
 from runs.models import Step
 from runs.views import last_event_id
 
@@ -41,7 +42,10 @@ class InboxItem:
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
-    page = Paginator(selectors.approval_inbox(), INBOX_PER_PAGE).get_page(request.GET.get("page"))
+    pending = Access(request.user).scope(
+        selectors.approval_inbox(), "approvals.view_approvalrequest", "run__project_id"
+    )
+    page = Paginator(pending, INBOX_PER_PAGE).get_page(request.GET.get("page"))
     approvals = list(page)
     earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     items = [
@@ -61,7 +65,8 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 def approval_inbox(request: HttpRequest) -> HttpResponse:
-    """Pending approval requests, oldest first, each with an approve / reject form."""
+    """Pending approval requests of the user's projects, oldest first, each with an approve /
+    reject form."""
     after = last_event_id()
     context = _inbox_context(request)
     context.update(
@@ -88,8 +93,17 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     edits, ``args``: the arguments as JSON text), then back to the inbox.
 
     Every refusal of the service (not pending any more, already decided, own run, no reviewer
-    permission, bad input, unknown request) becomes an error message on the inbox.
+    permission, bad input) becomes an error message on the inbox; so does a request that does
+    not exist or is in a project the user may not see (the same message for both).
     """
+    project_id = (
+        ApprovalRequest.objects.filter(pk=approval_id).values_list("run__project_id", flat=True)
+    ).first()
+    if project_id is None or not Access(request.user).can(
+        "approvals.view_approvalrequest", project_id
+    ):
+        messages.error(request, f"Approval request {approval_id} does not exist.")
+        return redirect("approval-inbox")
     decision = request.POST.get("decision", "")
     args_text = request.POST.get("args", "")
     args = None
@@ -111,8 +125,6 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             comment=request.POST.get("comment", "").strip(),
             args=args,
         )
-    except ApprovalRequest.DoesNotExist:
-        messages.error(request, f"Approval request {approval_id} does not exist.")
     except (Conflict, PermissionDenied, InvalidInput) as exc:
         messages.error(request, f"Could not record your decision: {exc}.")
     else:

@@ -9,7 +9,11 @@ client ignores events it has already seen (same id) and reconnects with its last
 a dropped connection never loses a transition.
 
 Close codes (sent after the handshake, so browsers see them): 4400 bad ``after``, 4401 not
-authenticated, 4403 missing permission, 4404 unknown object.
+authenticated, 4403 missing permission (or a change of the projects it may follow: reconnect),
+4404 unknown object or one in a project the user may not see.
+
+A connection follows only the projects its user (and token) may see when it connects
+(``projects.access``): the events of each project go to that project's group.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
 
+from agentops.tokens import TokenAuthentication
 from agentops.ws_auth import token_key
 from audit.selectors import event_list
 from audit.serializers import AuditEventSerializer
+from projects.access import Access
 
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
@@ -41,22 +47,19 @@ REPLAY_BATCH = 500
 
 @dataclass(frozen=True)
 class Stream:
-    """What a connection follows: a channel-layer ``group`` and the filter selecting the same
-    events from the database (``run_id``: one run's; ``verb_prefix``: one verb family)."""
+    """What a connection follows: channel-layer ``groups`` and the filter selecting the same
+    events from the database (``run_id``: one run's; ``verb_prefix``: one verb family;
+    ``project_ids``: of these projects only)."""
 
-    group: str
+    groups: tuple[str, ...]
+    project_ids: tuple[int, ...]
     run_id: uuid.UUID | None = None
     verb_prefix: str = ""
 
 
-@database_sync_to_async
-def _has_perm(user: Any, permission: str) -> bool:
-    return bool(user.has_perm(permission))
-
-
-@database_sync_to_async
-def _access_lost(scope: dict[str, Any], permission: str) -> int:
-    """The close code for a connection that may no longer follow its stream (0 if it may)."""
+def _fresh_access(scope: dict[str, Any]) -> Access | None:
+    """The connection's access read anew: its user still active, its token still valid (not
+    revoked or expired), its session still open; None otherwise."""
     user_id = getattr(scope.get("user"), "pk", None)
     fresh = (
         get_user_model().objects.filter(pk=user_id, is_active=True).first()
@@ -64,29 +67,36 @@ def _access_lost(scope: dict[str, Any], permission: str) -> int:
         else None
     )
     if fresh is None:
-        return CLOSE_UNAUTHENTICATED
+        return None
     key = token_key(scope)
-    if key and not Token.objects.filter(key=key, user_id=fresh.pk).exists():
-        return CLOSE_UNAUTHENTICATED
+    if key:
+        try:
+            token_user, token = TokenAuthentication().authenticate_credentials(key.encode())
+        except (AuthenticationFailed, UnicodeEncodeError):
+            return None
+        return Access.of(fresh, token) if token_user.pk == fresh.pk else None
     session = scope.get("session")
-    if not key and session is not None and not session.exists(session.session_key):
-        return CLOSE_UNAUTHENTICATED
-    if not fresh.has_perm(permission):
-        return CLOSE_FORBIDDEN
-    return 0
+    if session is not None and not session.exists(session.session_key):
+        return None
+    return Access(fresh)
 
 
 @database_sync_to_async
 def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
-    events = event_list(run_id=stream.run_id, after=after, verb_prefix=stream.verb_prefix)
+    events = event_list(
+        run_id=stream.run_id,
+        after=after,
+        verb_prefix=stream.verb_prefix,
+        project_ids=stream.project_ids,
+    )
     return list(AuditEventSerializer(events[:REPLAY_BATCH], many=True).data)
 
 
 class AuditEventConsumer(AsyncJsonWebsocketConsumer):
     """Authenticate, join the stream's group, replay missed events, then forward live ones.
 
-    Subclasses set ``permission`` (``app_label.codename`` the user needs) and implement
-    ``get_stream``.
+    Subclasses set ``permission`` (``app_label.codename`` the user needs in a project) and
+    implement ``get_stream``.
     """
 
     permission = ""
@@ -97,33 +107,39 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
         self.replayed: set[int] = set()
         self.checked_at = time.monotonic()
 
-    async def get_stream(self) -> Stream | None:
-        """The stream this connection asked for, or None when its object does not exist."""
+    def get_stream(self, access: Access) -> Stream | int:
+        """The stream this connection asked for, as ``access`` may follow it, or the close
+        code refusing it (``CLOSE_NOT_FOUND``, ``CLOSE_FORBIDDEN``). Runs in a thread: it may
+        query the database."""
         raise NotImplementedError
+
+    def _stream_now(self) -> Stream | int:
+        access = _fresh_access(self.scope)
+        if access is None:
+            return CLOSE_UNAUTHENTICATED
+        return self.get_stream(access)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(CLOSE_UNAUTHENTICATED)
             return
-        if not await _has_perm(user, self.permission):
-            await self._refuse(CLOSE_FORBIDDEN)
-            return
         try:
             after = self._after()
         except ValueError:
             await self._refuse(CLOSE_BAD_REQUEST)
             return
-        stream = await self.get_stream()
-        if stream is None:
-            await self._refuse(CLOSE_NOT_FOUND)
+        stream = await database_sync_to_async(self._stream_now)()
+        if isinstance(stream, int):
+            await self._refuse(stream)
             return
         # Join the group before reading the database: an event committed between the two is
         # then both replayed and delivered live (the duplicate is dropped in `audit_events`),
         # whereas reading first could miss it entirely. Accepting only after joining means a
         # client that sees the connection open is already subscribed.
         self.stream = stream
-        await self.channel_layer.group_add(stream.group, self.channel_name)
+        for group in stream.groups:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         if after is not None:
             await self._replay(after)
@@ -136,21 +152,22 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.stream is not None:
-            await self.channel_layer.group_discard(self.stream.group, self.channel_name)
+            for group in self.stream.groups:
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def audit_events(self, message: dict[str, Any]) -> None:
         """Forward the live events of one committed transaction, in order, from the channel
         layer (``{"type": "audit.events", "events": [...]}``, see ``audit.live``).
 
         Access is checked again first when ``AGENTOPS_WS_RECHECK_SECONDS`` have passed since
-        the last check: a connection whose token was deleted, whose session ended, or whose
-        user was deactivated or lost the permission is closed (4401, 4403) instead of going
-        on receiving."""
+        the last check: a connection whose token was revoked or expired, whose session ended,
+        whose user was deactivated, or whose projects changed (a membership or role lost) is
+        closed (4401, 4403) instead of going on receiving."""
         if time.monotonic() - self.checked_at >= settings.AGENTOPS_WS_RECHECK_SECONDS:
-            code = await _access_lost(self.scope, self.permission)
+            now = await database_sync_to_async(self._stream_now)()
             self.checked_at = time.monotonic()
-            if code:
-                await self.close(code=code)
+            if now != self.stream:
+                await self.close(code=now if isinstance(now, int) else CLOSE_FORBIDDEN)
                 return
         for event in message["events"]:
             if event["id"] not in self.replayed:

@@ -1,11 +1,11 @@
 """Publishing committed audit events to live (WebSocket) clients through the channel layer.
 
-Groups: ``runs`` (every run's events), ``run.<uuid>`` (one run's) and ``approvals`` (events whose
-verb starts with ``approval.``). Each group gets one message per committed transaction,
-``{"type": "audit.events", "events": [{...}, ...]}``: that transaction's events for the group in
-order, each with the same JSON as ``GET /api/v1/runs/{id}/events/`` (a step's transaction
-commits three or four events; one message instead of one per event cuts the channel-layer
-work of a step by as much).
+Groups: ``runs.<project id>`` (every run's events of one project), ``run.<uuid>`` (one run's)
+and ``approvals.<project id>`` (events of one project whose verb starts with ``approval.``).
+Each group gets one message per committed transaction, ``{"type": "audit.events", "events":
+[{...}, ...]}``: that transaction's events for the group in order, each with the same JSON as
+``GET /api/v1/runs/{id}/events/`` (a step's transaction commits three or four events; one
+message instead of one per event cuts the channel-layer work of a step by as much).
 
 Events are sent after their transaction commits. With Redis, a per-process sender thread with
 its own event loop sends them in commit order, so the transaction's caller (a worker finishing
@@ -32,8 +32,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RUNS_GROUP = "runs"
-APPROVALS_GROUP = "approvals"
+
+def runs_group(project_id: int) -> str:
+    """The channel-layer group of the events of every run of one project."""
+    return f"runs.{project_id}"
+
+
+def approvals_group(project_id: int) -> str:
+    """The channel-layer group of the approval events of one project."""
+    return f"approvals.{project_id}"
+
 
 Batch = list[tuple[str, dict[str, Any]]]
 
@@ -47,9 +55,11 @@ def groups_for(event: AuditEvent) -> list[str]:
     """Every group that should receive ``event``."""
     groups = []
     if event.run_id:
-        groups += [RUNS_GROUP, run_group(event.run_id)]
-    if event.verb.startswith("approval."):
-        groups.append(APPROVALS_GROUP)
+        groups.append(run_group(event.run_id))
+    if event.project_id is not None:
+        groups.append(runs_group(event.project_id))
+        if event.verb.startswith("approval."):
+            groups.append(approvals_group(event.project_id))
     return groups
 
 

@@ -14,10 +14,17 @@ from audit.models import AuditEvent
 
 
 def event_list(
-    *, run_id: uuid.UUID | None = None, after: int = 0, verb_prefix: str = ""
+    *,
+    run_id: uuid.UUID | None = None,
+    after: int = 0,
+    verb_prefix: str = "",
+    project_ids: Iterable[int] | None = None,
 ) -> QuerySet[AuditEvent]:
-    """Events with ``id > after`` in id order, optionally of one run or verb family."""
+    """Events with ``id > after`` in id order, optionally of one run, verb family or set of
+    projects (``project_ids``; None: any, including the system chain's)."""
     qs = AuditEvent.objects.filter(id__gt=after).order_by("id")
+    if project_ids is not None:
+        qs = qs.filter(project_id__in=list(project_ids))
     if run_id is not None:
         qs = qs.filter(run_id=run_id)
     if verb_prefix:

@@ -372,11 +372,10 @@ def bench_users() -> dict[str, Any]:
     Returns ``{"operator": user, "reviewer": user, "operator_token": key,
     "reviewer_token": key}``.
     """
+    from agentops.roles import OPERATORS, REVIEWERS
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from rest_framework.authtoken.models import Token
-
-    from agentops.roles import OPERATORS, REVIEWERS
 
     users: dict[str, Any] = {}
     for name, group in (("operator", OPERATORS), ("reviewer", REVIEWERS)):
@@ -391,10 +390,11 @@ def bench_users() -> dict[str, Any]:
 
 
 _LOAD_RUNS = """
-INSERT INTO runs_run (id, goal, agent, input, metadata, state, conversation, status, gate,
-    version, client_done, step_limit, on_budget_exceeded, budget_grants, usage_tokens, cost_usd,
-    duration_ms, created_at, updated_at, started_at, finished_at)
-SELECT md5(%(tag)s || g)::uuid, 'bench run ' || g, 'plan', '{}', %(metadata)s, '{}', '[]',
+INSERT INTO runs_run (id, project_id, goal, agent, input, metadata, state, conversation, status,
+    gate, version, client_done, step_limit, on_budget_exceeded, budget_grants, usage_tokens,
+    cost_usd, duration_ms, created_at, updated_at, started_at, finished_at)
+SELECT md5(%(tag)s || g)::uuid, %(project)s, 'bench run ' || g, 'plan', '{}', %(metadata)s,
+    '{}', '[]',
     %(status)s, '', 1, false, 500, 'fail', 0, 0, 0, 0,
     %(at)s - (%(runs)s - g) * interval '1 second', %(at)s, %(at)s, %(finished)s
 FROM generate_series(1, %(runs)s) AS g
@@ -430,11 +430,14 @@ def load_runs(
     """
     from django.db import connection, transaction
 
+    from projects.models import default_project_id
+
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT now() - %s * interval '1 day'", [age_days])
         at = cursor.fetchone()[0]
         params = {
             "tag": tag,
+            "project": default_project_id(),
             "runs": runs,
             "steps": steps_per_run,
             "status": status,

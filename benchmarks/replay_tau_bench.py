@@ -68,18 +68,17 @@ def replay(path: Path, timeout: float) -> dict[str, float]:
         RuntimeError: a run failed or was cancelled, or ``timeout`` seconds passed.
     """
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
     from django.core.management import call_command
     from django.utils import timezone
 
     from agentops.actors import Actor
-    from agentops.roles import REVIEWERS
     from approvals.models import ApprovalRequest, ApprovalStatus
     from approvals.services import approval_decide
+    from projects.services import membership_set, project_default
     from runs.models import Run, RunStatus, Step
 
     reviewer = get_user_model().objects.create_user(f"bench-reviewer-{time.time_ns()}")
-    reviewer.groups.add(Group.objects.get(name=REVIEWERS))
+    membership_set(project=project_default(), user=reviewer, role="reviewer")
     actor = Actor.for_user(reviewer)
 
     since = timezone.now()

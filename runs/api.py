@@ -13,12 +13,12 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPagination, actor_for
+from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from audit.selectors import event_list
+from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
 from runs.control import conversation, create, fork, lifecycle
 from runs.executor import client
@@ -51,14 +51,16 @@ _CONFLICT = OpenApiResponse(
 
 
 class RunFilter(filters.FilterSet):
-    """``?status=`` and ``?agent=``; an unknown value is a 400 naming the allowed ones."""
+    """``?status=``, ``?agent=`` and ``?project=`` (a slug); an unknown status or agent is a
+    400 naming the allowed ones, a project the user cannot see lists nothing."""
 
     status = filters.ChoiceFilter(choices=run_status_choices(), method="filter_status")
     agent = filters.ChoiceFilter(choices=AgentKind.choices)
+    project = filters.CharFilter(field_name="project__slug", max_length=50)
 
     class Meta:
         model = Run
-        fields = ["status", "agent"]
+        fields = ["status", "agent", "project"]
 
     def filter_status(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         """Runs whose status as shown is ``value`` (``awaiting_approval``: waiting for a
@@ -84,7 +86,9 @@ class RunViewSet(viewsets.GenericViewSet):
     """
 
     lookup_value_converter = "uuid"
-    permission_classes = [ActionPermissions]
+    permission_classes = [ProjectActionPermissions]
+    view_permission = "runs.view_run"
+    not_found = "run not found"
     action_permissions = {
         "list": ("runs.view_run",),
         "retrieve": ("runs.view_run",),
@@ -104,8 +108,13 @@ class RunViewSet(viewsets.GenericViewSet):
     serializer_class = RunSerializer
 
     def get_queryset(self) -> QuerySet[Run]:
-        """The runs list, requester joined (step summaries: see ``list``)."""
-        return selectors.run_list()
+        """The runs of the projects the user may see, requester joined (step summaries: see
+        ``list``)."""
+        return access_for(self.request).scope(selectors.run_list(), "runs.view_run")
+
+    def project_id_of(self, pk: uuid.UUID) -> int | None:
+        """The project of the run ``pk`` (None: no such run), for ``ProjectActionPermissions``."""
+        return Run.objects.filter(pk=pk).values_list("project_id", flat=True).first()
 
     def get_serializer_class(self) -> type[RunSerializer | RunListSerializer]:
         return RunListSerializer if self.action == "list" else RunSerializer
@@ -135,7 +144,11 @@ class RunViewSet(viewsets.GenericViewSet):
         """Create a run (``runs.control.create.run_create``) and answer 201 with it (queued)."""
         body = CreateRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = create.run_create(actor=actor_for(request), **body.validated_data)
+        fields = dict(body.validated_data)
+        project = project_for_create(
+            access_for(request), fields.pop("project", None), "runs.add_run"
+        )
+        run = create.run_create(actor=actor_for(request), project=project, **fields)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -283,8 +296,6 @@ class RunViewSet(viewsets.GenericViewSet):
         query = EventQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         after, limit = query.validated_data["after"], query.validated_data["limit"]
-        if not Run.objects.filter(pk=pk).exists():
-            raise NotFound("run not found")
         events = list(event_list(run_id=pk, after=after)[:limit])
         next_after = events[-1].pk if events else after
         return Response(EventPageSerializer({"events": events, "next_after": next_after}).data)
@@ -294,7 +305,7 @@ class RunViewSet(viewsets.GenericViewSet):
 class ToolViewSet(viewsets.ViewSet):
     """The registered tools a step may name; any signed-in user may list them."""
 
-    permission_classes = [ActionPermissions]
+    permission_classes = [ProjectActionPermissions]
     action_permissions = {"list": ()}
 
     @extend_schema(summary="Registered tools.", responses={200: ToolSerializer(many=True)})

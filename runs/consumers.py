@@ -5,30 +5,37 @@ The protocol (``?after=``, message shape, close codes) is described in ``audit.c
 
 from __future__ import annotations
 
-from channels.db import database_sync_to_async
-
-from audit.consumers import AuditEventConsumer, Stream
-from audit.live import RUNS_GROUP, run_group
+from audit.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, AuditEventConsumer, Stream
+from audit.live import run_group, runs_group
+from projects.access import Access
+from projects.models import Project
 from runs.models import Run
 
 
 class RunsConsumer(AuditEventConsumer):
-    """Every run's events, for the runs list. Needs ``runs.view_run``."""
+    """The events of every run of the projects where the user has ``runs.view_run``, for the
+    runs list (none of them: 4403)."""
 
     permission = "runs.view_run"
 
-    async def get_stream(self) -> Stream | None:
-        return Stream(group=RUNS_GROUP)
+    def get_stream(self, access: Access) -> Stream | int:
+        ids = access.project_ids(self.permission)
+        if ids is None:
+            ids = list(Project.objects.order_by("pk").values_list("pk", flat=True))
+        elif not ids:
+            return CLOSE_FORBIDDEN
+        return Stream(groups=tuple(runs_group(pid) for pid in ids), project_ids=tuple(ids))
 
 
 class RunConsumer(AuditEventConsumer):
-    """One run's events, for its timeline. Needs ``runs.view_run``; unknown run: 4404."""
+    """One run's events, for its timeline. Needs ``runs.view_run`` in its project; an unknown
+    run or one the user may not see: 4404."""
 
     permission = "runs.view_run"
 
-    async def get_stream(self) -> Stream | None:
+    def get_stream(self, access: Access) -> Stream | int:
         run_id = self.scope["url_route"]["kwargs"]["run_id"]
-        exists = await database_sync_to_async(Run.objects.filter(pk=run_id).exists)()
-        if not exists:
-            return None
-        return Stream(group=run_group(run_id), run_id=run_id)
+        project_id = Run.objects.filter(pk=run_id).values_list("project_id", flat=True).first()
+        if project_id is None or not access.can(self.permission, project_id):
+            return CLOSE_NOT_FOUND
+        return Stream(groups=(run_group(run_id),), project_ids=(project_id,), run_id=run_id)

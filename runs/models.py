@@ -18,6 +18,7 @@ from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.statuses import StatusInfo
+from projects.models import default_project_id
 from runs.statuses import (
     ATTEMPT_STATUSES,
     RUN_TERMINAL,
@@ -101,6 +102,13 @@ class Run(ConcurrentTransitionMixin, models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     state = models.JSONField(default=dict, blank=True)
     conversation = models.JSONField(default=list, blank=True)
+    project = models.ForeignKey(
+        "projects.Project",
+        on_delete=models.PROTECT,
+        related_name="runs",
+        default=default_project_id,
+        help_text="Who may see and act on the run: the project's members (projects.access).",
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

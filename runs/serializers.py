@@ -114,6 +114,7 @@ _RUN_FIELDS = [
     "status",
     "agent",
     "goal",
+    "project",
     "requested_by",
     "created_at",
     "updated_at",
@@ -151,6 +152,9 @@ class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
 
     status = serializers.ChoiceField(
         choices=run_status_choices(), source="status_info.value", read_only=True
+    )
+    project = serializers.CharField(
+        source="project.slug", read_only=True, help_text="The slug of the run's project."
     )
     requested_by = serializers.CharField(
         source="requested_by.username", read_only=True, allow_null=True
@@ -264,6 +268,12 @@ class CreateRunSerializer(StrictSerializer):
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     goal = serializers.CharField()
+    project = serializers.SlugField(
+        required=False,
+        max_length=50,
+        help_text="The project's slug. Default: the token's project, or the only one where "
+        "you may create runs.",
+    )
     steps = StepInputSerializer(many=True, required=False)
     transcript = serializers.ListField(child=serializers.DictField(), required=False)
     metadata = serializers.DictField(required=False)

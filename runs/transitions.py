@@ -7,6 +7,7 @@ own rows (an approval request), then the audit chain (taken inside ``audit_recor
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any, cast
@@ -79,6 +80,21 @@ def save_step(step: Step, *, status_was: str) -> None:
     rows.update(step, guard={"status": status_was})
 
 
+@functools.lru_cache(maxsize=4096)
+def _project_of_run(run_id: uuid.UUID) -> int:
+    # A run never changes project, so a process may remember it: the executor records a
+    # step's transitions without loading the step's run object.
+    return Run.objects.values_list("project_id", flat=True).get(pk=run_id)
+
+
+def _project_id(obj: Run | Step) -> int:
+    if isinstance(obj, Run):
+        return obj.project_id
+    step = cast(Step, obj)
+    run = step._state.fields_cache.get("run")
+    return run.project_id if run is not None else _project_of_run(step.run_id)
+
+
 def record_event(actor: Actor, obj: Run | Step, event: str, **payload: Any) -> None:
     """Write the audit event of a change to a run or step that is not a transition (its
     status stays): the verb is ``<run|step>.<event>`` (``run.messages_appended``) and from
@@ -92,6 +108,7 @@ def record_event(actor: Actor, obj: Run | Step, event: str, **payload: Any) -> N
         object_type=object_type,
         object_id=obj.pk,
         run_id=cast(uuid.UUID, obj.run_id if isinstance(obj, Step) else obj.pk),
+        project_id=_project_id(obj),
         from_state=shown,
         to_state=shown,
         payload=payload,
@@ -122,6 +139,7 @@ def record_transition(
         object_type=object_type,
         object_id=obj.pk,
         run_id=run_id,
+        project_id=_project_id(obj),
         from_state=was,
         to_state=shown,
         payload=payload,

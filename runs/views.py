@@ -23,6 +23,8 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.selectors import event_list
+from projects.access import Access
+from projects.views import object_permission
 from runs import selectors
 from runs.control import fork, lifecycle
 from runs.models import Run, Step
@@ -47,9 +49,8 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     status = request.GET.get("status", "")
     if status not in dict(statuses):
         status = ""
-    page = Paginator(selectors.run_list(status=status or None), RUNS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    runs = Access(request.user).scope(selectors.run_list(status=status or None), "runs.view_run")
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
     counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
@@ -61,7 +62,8 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
 def run_list(request: HttpRequest) -> HttpResponse:
-    """The runs list, newest first; ``?status=`` filters, ``?page=`` pages (50 a page)."""
+    """The runs of the user's projects, newest first; ``?status=`` filters, ``?page=`` pages
+    (50 a page)."""
     after = last_event_id()
     context = _run_list_context(request)
     context.update(
@@ -79,6 +81,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_list_fragment(request: HttpRequest) -> HttpResponse:
     """The runs table alone (same query parameters as ``run_list``), for live refreshes."""
     return render(request, "runs/_run_table.html", _run_list_context(request))
+
+
+def _run_project(run_id: uuid.UUID) -> int | None:
+    return Run.objects.filter(pk=run_id).values_list("project_id", flat=True).first()
 
 
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
@@ -107,6 +113,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project)
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """A run's timeline: header, steps with attempts and approvals, conversation, audit events.
 
@@ -127,6 +134,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project)
 def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """The changing part of a run's timeline alone, for live refreshes."""
     return render(request, "runs/_run_body.html", _run_detail_context(run_id))
@@ -135,6 +143,7 @@ def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse
 @require_POST
 @login_required
 @permission_required("runs.cancel_run", raise_exception=True)
+@object_permission("runs.cancel_run", _run_project)
 def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Cancel the run (POST ``reason``, optional); a finished run gives an error message."""
     try:
@@ -157,6 +166,7 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required("runs.resume_run", raise_exception=True)
+@object_permission("runs.resume_run", _run_project)
 def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Resume a failed run from its failed step; other states give an error message."""
     try:
@@ -177,6 +187,7 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required("runs.add_run", raise_exception=True)
+@object_permission("runs.add_run", _run_project)
 def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Fork a new run from the checkpoint before step ``from_index`` (POST), then show it.
 

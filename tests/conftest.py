@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, Permission
 
 from agentops import celery_app
-from agentops.roles import OPERATORS, REVIEWERS, ensure_roles
 from approvals.models import RiskRule
 from approvals.risk import default_rules
+from projects.roles import Role
 from testsupport.database import django_database_url
 from testsupport.factories import make_user
 from testsupport.processes import (
@@ -64,25 +63,24 @@ def _fast_retries(settings) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def seeded(db: None) -> None:
-    """Roles and default risk rules, re-created after transactional tests flushed them."""
-    ensure_roles(Group, Permission)
+    """Default risk rules, re-created after transactional tests flushed them."""
     for rule in default_rules():
         RiskRule.objects.get_or_create(pattern=rule["pattern"], defaults=rule)
 
 
 @pytest.fixture
 def operator(seeded: None):  # type: ignore[no-untyped-def]
-    return make_user("olivia", OPERATORS)
+    return make_user("olivia", Role.OPERATOR)
 
 
 @pytest.fixture
 def reviewer(seeded: None):  # type: ignore[no-untyped-def]
-    return make_user("rita", REVIEWERS)
+    return make_user("rita", Role.REVIEWER)
 
 
 @pytest.fixture
 def second_reviewer(seeded: None):  # type: ignore[no-untyped-def]
-    return make_user("ravi", REVIEWERS)
+    return make_user("ravi", Role.REVIEWER)
 
 
 def _child_env() -> dict[str, str]:

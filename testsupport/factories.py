@@ -17,20 +17,33 @@ EMAIL_ARGS = {"to": ["customer@example.com"], "subject": "Your refund", "body": 
 Capture = Callable[..., Any]
 
 
-def make_user(username: str, *groups: str, superuser: bool = False) -> Any:
-    """A user named ``username`` (password ``PASSWORD``) in the role groups ``groups``
-    (``agentops.roles``), or a superuser."""
+def make_user(username: str, *roles: str, superuser: bool = False, project: Any = None) -> Any:
+    """A user named ``username`` (password ``PASSWORD``), a member of ``project`` (default: the
+    default project) with ``roles`` (``projects.roles.Role`` values; operator and reviewer
+    together make an admin), or a superuser."""
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
+
+    from projects.roles import Role
+    from projects.services import membership_set, project_default
 
     user_model = get_user_model()
     if superuser:
         user = user_model.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
     else:
         user = user_model.objects.create_user(username, f"{username}@example.com", PASSWORD)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
+    if roles:
+        held = set(roles)
+        role = Role.ADMIN if {Role.OPERATOR, Role.REVIEWER} <= held else held.pop()
+        membership_set(project=project or project_default(), user=user, role=role)
     return user
+
+
+def make_token(user: Any, project: Any = None, **options: Any) -> str:
+    """The text of a new API token of ``user`` in ``project`` (default: the default project);
+    ``options`` go to ``projects.services.token_create`` (``name``, ``ttl_seconds``)."""
+    from projects.services import project_default, token_create
+
+    return token_create(user=user, project=project or project_default(), **options)[1]
 
 
 def send_email_step(args: dict[str, Any] | None = None, rationale: str = "") -> dict[str, Any]:

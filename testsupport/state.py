@@ -16,6 +16,7 @@ from django.db.models import Model
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
+from projects.models import Project
 from runs.models import Checkpoint, Run, Step, StepAttempt, ToolCall
 
 # Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
@@ -30,7 +31,6 @@ MODELS: list[type[Model]] = [
     ApprovalDecision,
     AuditEvent,
 ]
-GROUPS = (live.RUNS_GROUP, live.APPROVALS_GROUP)
 MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}
 
 
@@ -61,9 +61,9 @@ def _differences(before: dict[str, list[Any]], after: dict[str, list[Any]]) -> l
 @contextmanager
 def assert_unchanged(*, live_streams: bool = True) -> Iterator[None]:
     """Fail unless the block leaves every row of ``MODELS`` as it was and (``live_streams``)
-    sends nothing to the ``runs`` and ``approvals`` groups: after the block, once every event
-    this process committed has gone out, markers sent to both groups are the first messages a
-    channel subscribed before the block receives.
+    sends nothing to the ``runs`` and ``approvals`` groups of any project: after the block,
+    once every event this process committed has gone out, markers sent to each group are the
+    first messages a channel subscribed before the block receives.
 
     Raises:
         AssertionError: something changed (named in the message).
@@ -71,37 +71,43 @@ def assert_unchanged(*, live_streams: bool = True) -> Iterator[None]:
     layer = get_channel_layer() if live_streams else None
     # What was committed before the block has gone out before the channel listens.
     live.flush()
-    channel = asyncio.run(_subscribe(layer)) if layer is not None else ""
+    groups = _groups()
+    channel = asyncio.run(_subscribe(layer, groups)) if layer is not None else ""
     try:
         before = snapshot()
         yield
         differences = _differences(before, snapshot())
         assert not differences, differences
         if layer is not None:
-            received = asyncio.run(_drain(layer, channel))
-            assert received == [MARKER, MARKER], received
+            received = asyncio.run(_drain(layer, channel, groups))
+            assert received == [MARKER] * len(groups), received
     finally:
         if layer is not None:
-            asyncio.run(_unsubscribe(layer, channel))
+            asyncio.run(_unsubscribe(layer, channel, groups))
 
 
-async def _subscribe(layer: Any) -> str:
+def _groups() -> list[str]:
+    ids = Project.objects.order_by("pk").values_list("pk", flat=True)
+    return [group(pid) for pid in ids for group in (live.runs_group, live.approvals_group)]
+
+
+async def _subscribe(layer: Any, groups: list[str]) -> str:
     channel = await layer.new_channel()
-    for group in GROUPS:
+    for group in groups:
         await layer.group_add(group, channel)
     return str(channel)
 
 
-async def _drain(layer: Any, channel: str) -> list[dict[str, Any]]:
+async def _drain(layer: Any, channel: str, groups: list[str]) -> list[dict[str, Any]]:
     await asyncio.to_thread(live.flush)
-    for group in GROUPS:
+    for group in groups:
         await layer.group_send(group, MARKER)
     received: list[dict[str, Any]] = []
-    while received.count(MARKER) < len(GROUPS):
+    while received.count(MARKER) < len(groups):
         received.append(await asyncio.wait_for(layer.receive(channel), 10))
     return received
 
 
-async def _unsubscribe(layer: Any, channel: str) -> None:
-    for group in GROUPS:
+async def _unsubscribe(layer: Any, channel: str, groups: list[str]) -> None:
+    for group in groups:
         await layer.group_discard(group, channel)

@@ -12,6 +12,7 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
+from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
@@ -116,8 +117,11 @@ def run_create(
     step_limit: int | None = None,
     deadline: Any = None,
     budget: Any = None,
+    project: Project | None = None,
 ) -> Run:
-    """Create a queued run with its initial steps and start it after commit.
+    """Create a queued run in ``project`` (default: the ``default`` project; the caller has
+    checked that the actor may add runs there) with its initial steps and start it after
+    commit.
 
     ``agent`` is plan, client or transcript; ``steps`` a list of ``{"tool", "args",
     "rationale"?}`` (plan, client); ``transcript`` an OpenAI chat message list (transcript);
@@ -156,6 +160,7 @@ def run_create(
         )
     with audited_atomic():
         run = Run.objects.create(
+            project_id=project.pk if project else default_project_id(),
             goal=goal,
             agent=agent,
             input=prepared.input,

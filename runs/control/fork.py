@@ -59,6 +59,7 @@ def run_fork(
     checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
     with audited_atomic():
         run = Run.objects.create(
+            project_id=source.project_id,
             goal=source.goal,
             agent=source.agent,
             input=source.input,

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from agentops.roles import OPERATORS, REVIEWERS
-from testsupport.factories import make_user
+from projects.roles import Role
+from testsupport.factories import make_token, make_user
 
 RUNS_URL = "/api/v1/runs/"
 APPROVALS_URL = "/api/v1/approvals/"
@@ -17,10 +16,11 @@ APPROVALS_URL = "/api/v1/approvals/"
 EMAIL_ARGS = {"to": ["a@example.com"], "subject": "hi", "body": "x"}
 
 
-def token_client(user: Any) -> APIClient:
-    """An API client sending ``Authorization: Token <key>`` for ``user``."""
+def token_client(user: Any, project: Any = None) -> APIClient:
+    """An API client sending ``Authorization: Token <token>`` for ``user``, with a token of
+    ``project`` (default: the default project)."""
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {make_token(user, project)}")
     return client
 
 
@@ -50,7 +50,7 @@ def second_reviewer_api(second_reviewer) -> APIClient:
 @pytest.fixture
 def operator_reviewer(seeded: None):
     """A user holding both roles: may create runs and decide approvals."""
-    return make_user("omar", OPERATORS, REVIEWERS)
+    return make_user("omar", Role.OPERATOR, Role.REVIEWER)
 
 
 def post_run(client: APIClient, **body: Any) -> Any:

@@ -1,12 +1,14 @@
 """Who may call the API: tokens and sessions authenticate, roles' permissions authorize."""
 
+import hashlib
+
 import pytest
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agentops.actors import ActorKind
 from audit.models import AuditEvent
+from projects.models import ApiToken, Project
 from tests.api.conftest import approval_url, calc, email_step, plan_body, post_run, token_client
 from testsupport.factories import PASSWORD, make_user
 from testsupport.state import assert_unchanged
@@ -32,7 +34,10 @@ def test_token_authenticates_a_client_app(operator_api):
 
 def test_session_authenticates_the_browser_as_a_user(operator):
     client = APIClient()
-    assert client.login(username=operator.username, password=PASSWORD)
+    signed_in = client.post(
+        "/accounts/login/", {"username": operator.username, "password": PASSWORD}
+    )
+    assert signed_in.status_code == 302
     response = post_run(client, **plan_body(calc()))
     assert response.status_code == 201
     created = AuditEvent.objects.get(run_id=response.json()["id"], verb="run.created")
@@ -46,7 +51,9 @@ def test_reviewer_cannot_create_a_run(reviewer_api):
 
 
 def test_user_without_a_role_cannot_list_runs(seeded):
-    assert token_client(make_user("nobody")).get("/api/v1/runs/").status_code == 403
+    client = APIClient()
+    client.force_login(make_user("nobody"))
+    assert client.get("/api/v1/runs/").status_code == 403
 
 
 def test_superuser_may_do_everything(seeded):
@@ -72,12 +79,27 @@ def test_reviewer_cannot_cancel_a_run(operator_api, reviewer_api):
     assert reviewer_api.get(f"/api/v1/runs/{run['id']}/").status_code == 200
 
 
-def test_create_api_token_creates_then_repeats_the_key(operator, capsys):
+def test_create_api_token_prints_a_new_token_each_time_and_stores_only_its_digest(operator, capsys):
+    call_command("create_api_token", operator.username, "--name", "ci")
+    first = capsys.readouterr().out.strip()
     call_command("create_api_token", operator.username)
-    key = capsys.readouterr().out.strip()
-    assert key == Token.objects.get(user=operator).key
-    call_command("create_api_token", operator.username)
-    assert capsys.readouterr().out.strip() == key
+    second = capsys.readouterr().out.strip()
+    assert len(first) == 64
+    assert first != second
+    stored = ApiToken.objects.get(name="ci")
+    assert stored.digest == hashlib.sha512(first.encode()).hexdigest()
+    row = str(list(ApiToken.objects.values()))
+    assert first not in row
+    assert second not in row
+    assert stored.project.slug == "default"
+    assert stored.expiry is not None
+
+
+def test_create_api_token_refuses_a_project_the_user_is_not_in(operator, seeded):
+    Project.objects.create(slug="other", name="Other")
+    with pytest.raises(CommandError, match="not a member of project other"):
+        call_command("create_api_token", operator.username, "--project", "other")
+    assert not ApiToken.objects.exists()
 
 
 def test_create_api_token_refuses_an_unknown_user(seeded):

@@ -18,7 +18,7 @@ def test_parallel_approve_and_reject_calls_count_once(operator_api, held_message
 
     run_advance(run_id=Run.objects.get().pk, actor=Actor.system())
     approval = ApprovalRequest.objects.get()
-    clients = [token_client(make_user(f"rev{i}", "reviewers")) for i in range(20)]
+    clients = [token_client(make_user(f"rev{i}", "reviewer")) for i in range(20)]
     responses = run_together(
         [
             lambda c=c, i=i: c.post(

@@ -35,6 +35,6 @@ def test_schema_validates_without_warnings(tmp_path):
 
 
 def test_schema_endpoint_serves_it(seeded):
-    response = token_client(make_user("reader")).get("/api/schema/", {"format": "json"})
+    response = token_client(make_user("reader", "viewer")).get("/api/schema/", {"format": "json"})
     assert response.status_code == 200
     assert set(PATHS) <= set(response.json()["paths"])

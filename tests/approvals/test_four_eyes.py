@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def test_an_operator_reviewer_cannot_approve_a_step_they_appended_to_anothers_run(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
-    both = make_user("mallory", "operators", "reviewers")
+    both = make_user("mallory", "operator", "reviewer")
     with django_capture_on_commit_callbacks(execute=True):
         run = run_create(actor=Actor.for_user(operator), agent="client", goal="someone else's")
     api = token_client(both)

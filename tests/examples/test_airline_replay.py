@@ -10,12 +10,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from examples.airline.replay import replay
 from examples.airline.store import Store
 from runs.models import Run, Step, ToolCall
-from testsupport.factories import make_user
+from testsupport.factories import make_token, make_user
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -35,9 +34,9 @@ WRITES = {
 
 
 def test_all_conversations_replay_exactly_with_every_write_once(worker, asgi_server, seeded):
-    client = make_user("airline-agent", "operators")
-    reviewer = make_user("airline-reviewer", "reviewers")
-    tokens = [Token.objects.create(user=user).key for user in (client, reviewer)]
+    client = make_user("airline-agent", "operator")
+    reviewer = make_user("airline-reviewer", "reviewer")
+    tokens = [make_token(user) for user in (client, reviewer)]
     report = asyncio.run(
         replay(
             TRAJECTORIES,

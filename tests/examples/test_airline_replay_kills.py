@@ -12,14 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from examples.airline.store import Store
 from runs.models import Run, ToolCall
 from tests.conftest import _child_env
 from tests.examples.test_airline_replay import AIRLINE_DSN, DATA, TRAJECTORIES, WRITES
 from testsupport.cluster import Cluster
-from testsupport.factories import make_user
+from testsupport.factories import make_token, make_user
 from testsupport.processes import Process, daphne_command, free_port, wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -51,8 +50,8 @@ def _daphne(env: dict[str, str], workdir: Path) -> tuple[Process, str]:
 def test_the_replay_survives_fifty_kills_of_the_client_and_the_workers(tmp_path, seeded):
     rng = random.Random(SEED)
     tokens = [
-        Token.objects.create(user=make_user(name, group)).key
-        for name, group in (("kill-agent", "operators"), ("kill-reviewer", "reviewers"))
+        make_token(make_user(name, group))
+        for name, group in (("kill-agent", "operator"), ("kill-reviewer", "reviewer"))
     ]
     session = f"kills-{uuid.uuid4().hex[:8]}"
     env = {

@@ -19,6 +19,7 @@ from django.test import Client
 
 from agentops.actors import Actor
 from audit import live
+from projects.services import project_default
 from runs.control.create import run_create
 from web.asgi import application
 
@@ -78,11 +79,14 @@ MARKER = {"id": -1, "verb": "test.marker"}
 
 
 async def assert_nothing_more(comm: WebsocketCommunicator, group: str) -> None:
-    """The client of ``group`` (``audit.live``: ``runs``, ``run.<id>``, ``approvals``) is
-    subscribed and gets nothing more than it already received: once every event this process
-    committed has gone out, a marker sent to the group is the next message it receives (a
-    synchronisation point, not a stretch of silence)."""
+    """The client of ``group`` (``audit.live``: ``run.<id>``, or ``runs`` and ``approvals``
+    for the default project's groups) is subscribed and gets nothing more than it already
+    received: once every event this process committed has gone out, a marker sent to the group
+    is the next message it receives (a synchronisation point, not a stretch of silence)."""
     await database_sync_to_async(live.flush)()
+    if group in ("runs", "approvals"):
+        project = await database_sync_to_async(project_default)()
+        group = live.runs_group(project.pk) if group == "runs" else live.approvals_group(project.pk)
     await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
     message = await comm.receive_json_from(timeout=10)
     assert message == {"type": "event", "event": MARKER}, message

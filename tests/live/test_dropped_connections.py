@@ -9,13 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
+
+from testsupport.factories import make_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_requests_after_every_connection_was_terminated_succeed(asgi_server, operator):
-    key = Token.objects.create(user=operator).key
+    key = make_token(operator)
     headers = {"Authorization": f"Token {key}"}
     url = f"{asgi_server.url}/api/v1/runs/"
     with httpx.Client(headers=headers, timeout=10) as http:

@@ -7,8 +7,10 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from rest_framework.authtoken.models import Token
 
+from audit.live import runs_group
+from projects.models import ApiToken
+from projects.services import project_default
 from tests.live.conftest import (
     MARKER,
     ORIGIN,
@@ -17,7 +19,7 @@ from tests.live.conftest import (
     communicator,
     session_cookie,
 )
-from testsupport.factories import make_user
+from testsupport.factories import make_token, make_user
 from web.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("live_db")]
@@ -88,7 +90,7 @@ def test_foreign_origin_is_refused(operator):
 
 @pytest.mark.parametrize("where", ["query", "header"])
 def test_api_token_authenticates(operator, where):
-    key = Token.objects.create(user=operator).key
+    key = make_token(operator)
 
     async def scenario():
         if where == "query":
@@ -117,7 +119,7 @@ def test_session_authenticates(reviewer):
 
 
 def test_a_token_client_needs_no_origin(operator):
-    key = Token.objects.create(user=operator).key
+    key = make_token(operator)
 
     async def scenario():
         comm = WebsocketCommunicator(
@@ -190,15 +192,17 @@ def test_a_proxy_that_terminates_tls_is_believed_only_when_configured(operator, 
 @pytest.mark.parametrize("revoke", ["token deleted", "user deactivated", "permission removed"])
 def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, revoke):
     settings.AGENTOPS_WS_RECHECK_SECONDS = 0
-    token = Token.objects.create(user=operator)
+    key = make_token(operator)
+    token = ApiToken.objects.get()
 
     async def scenario():
-        comm = communicator(f"/ws/runs/?token={token.key}")
+        comm = communicator(f"/ws/runs/?token={key}")
         assert (await comm.connect())[0]
         await assert_nothing_more(comm, "runs")
         await database_sync_to_async(_revoke)(revoke, token, operator)
         # The next event does not reach it: the connection closes with why.
-        await get_channel_layer().group_send("runs", {"type": "audit.events", "events": [MARKER]})
+        group = runs_group(project_default().pk)
+        await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
         message = await comm.receive_output(timeout=10)
         assert message == {
             "type": "websocket.close",
@@ -208,10 +212,10 @@ def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, re
     async_to_sync(scenario)()
 
 
-def _revoke(revoke: str, token: Token, user) -> None:  # type: ignore[no-untyped-def]
+def _revoke(revoke: str, token: ApiToken, user) -> None:  # type: ignore[no-untyped-def]
     if revoke == "token deleted":
         token.delete()
     elif revoke == "user deactivated":
         type(user).objects.filter(pk=user.pk).update(is_active=False)
     else:
-        user.groups.clear()
+        user.memberships.all().delete()

@@ -72,9 +72,9 @@ def test_deciding_an_already_decided_request_shows_a_message(
 
 
 def test_deciding_on_your_own_run_shows_a_message(client, operator, reviewer, awaiting_run):
-    from django.contrib.auth.models import Group
+    from projects.services import membership_set, project_default
 
-    operator.groups.add(Group.objects.get(name="reviewers"))
+    membership_set(project=project_default(), user=operator, role="admin")
     client.force_login(operator)
     inbox = client.get(reverse("approval-inbox")).content.decode()
     assert "You requested this run" in inbox

@@ -63,7 +63,7 @@ def pending_approval(operator):  # type: ignore[no-untyped-def]
 
 def test_twenty_parallel_decisions_count_once(seeded, operator, held_messages):
     approval = pending_approval(operator)
-    reviewers = [make_user(f"reviewer{i}", "reviewers") for i in range(20)]
+    reviewers = [make_user(f"reviewer{i}", "reviewer") for i in range(20)]
     results = run_together(
         [
             lambda r=r, i=i: approval_decide(

@@ -24,6 +24,7 @@ from agentops import celery_app
 from agentops.actors import Actor
 from audit import live
 from audit.models import AuditEvent
+from projects.services import project_default
 from runs.control.create import run_create
 from runs.executor.entry import step_retry_due
 from runs.executor.record import backoff_seconds
@@ -166,7 +167,7 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
 
     async def subscribe() -> str:
         channel = await layer.new_channel()
-        await layer.group_add(live.RUNS_GROUP, channel)
+        await layer.group_add(live.runs_group(project_default().pk), channel)
         return channel
 
     channel = asyncio.run(subscribe())
@@ -183,6 +184,6 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
         message = asyncio.run(asyncio.wait_for(layer.receive(channel), 10))
         assert {e["run_id"] for e in message["events"]} == {str(kept.pk)}
     finally:
-        asyncio.run(layer.group_discard(live.RUNS_GROUP, channel))
+        asyncio.run(layer.group_discard(live.runs_group(project_default().pk), channel))
         broker.delete("celery")
         celery_app.conf.task_always_eager = True

@@ -10,10 +10,9 @@ import time
 import pytest
 from agentops_client import Client, Rejected
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from runs.models import Run, StepStatus, ToolCall
-from testsupport.factories import make_user
+from testsupport.factories import make_token, make_user
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -22,11 +21,10 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 def clients(worker, asgi_server, seeded):  # type: ignore[no-untyped-def]
     """The agent's and the reviewer's clients; polling every 60 s, so a wait that ends in
     time ended over the WebSocket."""
-    agent = make_user("sdk-agent", "operators")
-    reviewer = make_user("sdk-reviewer", "reviewers")
+    agent = make_user("sdk-agent", "operator")
+    reviewer = make_user("sdk-reviewer", "reviewer")
     made = [
-        Client(asgi_server.url, Token.objects.create(user=user).key, poll_interval=60)
-        for user in (agent, reviewer)
+        Client(asgi_server.url, make_token(user), poll_interval=60) for user in (agent, reviewer)
     ]
     yield made
     for client in made:

@@ -4,11 +4,11 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
 from agentops.actors import Actor
-from agentops.roles import OPERATORS, REVIEWERS
+from projects.roles import Role
+from projects.services import membership_set, project_default
 from runs.control.create import run_create
 from runs.models import Run
 
@@ -64,9 +64,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         users = {}
-        for username, group, superuser in [
-            ("operator", OPERATORS, False),
-            ("reviewer", REVIEWERS, False),
+        for username, role, superuser in [
+            ("operator", Role.OPERATOR, False),
+            ("reviewer", Role.REVIEWER, False),
             ("admin", None, True),
         ]:
             password = secrets.token_urlsafe(12)
@@ -76,8 +76,8 @@ class Command(BaseCommand):
             user.set_password(password)
             user.is_staff = user.is_superuser = superuser
             user.save()
-            if group:
-                user.groups.add(Group.objects.get(name=group))
+            if role:
+                membership_set(project=project_default(), user=user, role=role)
             users[username] = user
             self.stdout.write(f"user {username:<9} password {password}")
         if Run.objects.exists():

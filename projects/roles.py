@@ -1,0 +1,44 @@
+"""The four project roles and the permissions each grants inside its project.
+
+Permissions are Django permission names (``app_label.codename``) of the apps above this one;
+they are plain strings here so this app imports none of them.
+
+- ``viewer``: see runs, steps, approvals and audit events.
+- ``operator``: a viewer who also creates, drives, cancels and resumes runs.
+- ``reviewer``: a viewer who also decides approval requests.
+- ``admin``: operator and reviewer together. Four eyes still holds: nobody decides an approval
+  for a run or step they asked for (``approvals.policy``).
+"""
+
+from django.db import models
+
+
+class Role(models.TextChoices):
+    """A member's role in one project."""
+
+    VIEWER = "viewer", "Viewer"
+    OPERATOR = "operator", "Operator"
+    REVIEWER = "reviewer", "Reviewer"
+    ADMIN = "admin", "Admin"
+
+
+VIEW = frozenset(
+    {
+        "runs.view_run",
+        "runs.view_step",
+        "approvals.view_approvalrequest",
+        "audit.view_auditevent",
+    }
+)
+OPERATE = frozenset({"runs.add_run", "runs.cancel_run", "runs.resume_run", "runs.drive_run"})
+DECIDE = frozenset({"approvals.decide_approvalrequest"})
+
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    Role.VIEWER: VIEW,
+    Role.OPERATOR: VIEW | OPERATE,
+    Role.REVIEWER: VIEW | DECIDE,
+    Role.ADMIN: VIEW | OPERATE | DECIDE,
+}
+# Every permission a project role can grant: a check of any other permission (admin's model
+# permissions, say) is not a project matter and is left to Django's own backend.
+PROJECT_PERMISSIONS = frozenset().union(*ROLE_PERMISSIONS.values())
