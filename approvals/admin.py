@@ -18,6 +18,7 @@ from approvals import services
 from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
 from approvals.policy import DECIDE_PERMISSION
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from projects.admin import ProjectScopedAdminMixin
 
 
 @admin.register(RiskRule)
@@ -35,7 +36,9 @@ class ApprovalDecisionInline(ReadOnlyTabularInline):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApprovalRequestAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "approvals.view_approvalrequest"
+    project_field = "run__project_id"
     list_display = [
         "id",
         "tool",
@@ -94,7 +97,9 @@ class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ApprovalDecision)
-class ApprovalDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApprovalDecisionAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "approvals.view_approvalrequest"
+    project_field = "approval__run__project_id"
     list_display = ["approval", "reviewer_name", "decision", "created_at"]
     list_filter = ["decision"]
     search_fields = ["reviewer_name", "comment"]

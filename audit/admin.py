@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.services import audit_record
+from projects.admin import ProjectScopedAdminMixin
 
 
 class ReadOnlyAdminMixin:
@@ -87,8 +88,11 @@ class ReadOnlyTabularInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The append-only audit log: searchable and filterable, never editable."""
+class AuditEventAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The append-only audit log: searchable and filterable, never editable. Staff see the
+    events of their projects' runs; the system chain is for superusers."""
+
+    project_permission = "audit.view_auditevent"
 
     list_display = [
         "id",
@@ -101,6 +105,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "from_state",
         "to_state",
         "run_id",
+        "project_id",
     ]
     list_filter = ["actor_kind", "object_type", "verb"]
     search_fields = ["verb", "actor_name", "actor_id", "object_id", "run_id"]

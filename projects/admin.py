@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils import timezone
 
+from projects.access import Access
 from projects.models import ApiToken, Membership, Project
 from projects.services import token_create
 
@@ -110,3 +111,16 @@ class ApiTokenAdmin(SuperuserOnly, admin.ModelAdmin):
         messages.warning(
             request, f"The token is {text} (copy it now: it is not stored and not shown again)."
         )
+
+
+class ProjectScopedAdminMixin:
+    """For the admin of objects that belong to a project: a staff user who is not a superuser
+    lists and opens only the objects of projects where their role grants
+    ``project_permission``; ``project_field`` is the lookup of the object's project id."""
+
+    project_field = "project_id"
+    project_permission = ""
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        queryset = super().get_queryset(request)  # type: ignore[misc]
+        return Access(request.user).scope(queryset, self.project_permission, self.project_field)

@@ -19,9 +19,11 @@ _VIEW_PERMISSION = {"runs": "runs.view_run", "approvals": "approvals.view_approv
 View = Callable[..., HttpResponse]
 
 
-def object_permission(perm: str, project_of: Callable[[Any], int | None]) -> Callable[[View], View]:
-    """Decorate a page view whose first URL argument is an object id: ``project_of(id)`` gives
-    its project (None: no such object). The user must hold ``perm`` there.
+def object_permission(
+    perm: str, project_of: Callable[[Any], int | None], kwarg: str
+) -> Callable[[View], View]:
+    """Decorate a page view whose URL argument ``kwarg`` is an object id: ``project_of(id)``
+    gives its project (None: no such object). The user must hold ``perm`` there.
 
     Raises (from the decorated view):
         Http404: no such object, or one in a project the user may not see.
@@ -31,16 +33,14 @@ def object_permission(perm: str, project_of: Callable[[Any], int | None]) -> Cal
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        def wrapped(
-            request: HttpRequest, object_id: Any, *args: Any, **kwargs: Any
-        ) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             access = Access(request.user)
-            project_id = project_of(object_id)
+            project_id = project_of(kwargs[kwarg])
             if project_id is None or not access.can(view_perm, project_id):
                 raise Http404("not found")
             if not access.can(perm, project_id):
                 raise PermissionDenied(f"your role in this project does not allow it ({perm})")
-            return view(request, object_id, *args, **kwargs)
+            return view(request, *args, **kwargs)
 
         return wrapped
 

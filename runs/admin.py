@@ -14,6 +14,8 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from projects.access import Access
+from projects.admin import ProjectScopedAdminMixin
 from runs.control import lifecycle
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 
@@ -39,16 +41,25 @@ class StepAttemptInline(ReadOnlyTabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["goal_short", "status", "agent", "requested_by", "created_at", "updated_at"]
-    list_filter = ["status", "agent"]
+class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "runs.view_run"
+    list_display = [
+        "goal_short",
+        "project",
+        "status",
+        "agent",
+        "requested_by",
+        "created_at",
+        "updated_at",
+    ]
+    list_filter = ["project", "status", "agent"]
     search_fields = ["goal", "requested_by__username"]
-    list_select_related = ["requested_by"]
+    list_select_related = ["project", "requested_by"]
     date_hierarchy = "created_at"
     inlines = [StepInline]
     actions = ["cancel_selected"]
     fieldsets = [
-        (None, {"fields": ["id", "goal", "agent", "status", "requested_by", "error"]}),
+        (None, {"fields": ["id", "project", "goal", "agent", "status", "requested_by", "error"]}),
         ("Data", {"fields": ["input", "metadata", "state", "conversation"]}),
         ("Limits", {"fields": ["step_limit", "deadline", "client_done", "version"]}),
         ("Usage", {"fields": ["usage_tokens", "cost_usd", "duration_ms"]}),
@@ -64,9 +75,11 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        """Cancel each selected run of a project where the user may cancel runs."""
         actor = Actor.for_user(request.user)
         cancelled = 0
-        for run_id in queryset.values_list("pk", flat=True):
+        allowed = Access(request.user).scope(queryset, "runs.cancel_run")
+        for run_id in allowed.values_list("pk", flat=True):
             try:
                 lifecycle.run_cancel(run_id=run_id, actor=actor, reason="cancelled in admin")
             except (TransitionNotAllowed, ConcurrentTransition, Run.DoesNotExist) as exc:
@@ -78,7 +91,9 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Step)
-class StepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class StepAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "runs.view_step"
+    project_field = "run__project_id"
     list_display = ["__str__", "run", "index", "tool", "status", "risk", "attempts", "updated_at"]
     list_filter = ["status", "risk"]
     search_fields = ["tool", "idempotency_key", "run__goal"]
@@ -87,7 +102,9 @@ class StepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(StepAttempt)
-class StepAttemptAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class StepAttemptAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "runs.view_step"
+    project_field = "step__run__project_id"
     list_display = ["__str__", "status", "worker", "started_at", "duration_ms"]
     list_filter = ["status"]
     search_fields = ["worker", "step__tool"]
@@ -95,14 +112,18 @@ class StepAttemptAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class CheckpointAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "runs.view_step"
+    project_field = "run__project_id"
     list_display = ["__str__", "run", "index", "created_at"]
     list_select_related = ["run"]
     search_fields = ["run__goal"]
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ToolCallAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    project_permission = "runs.view_step"
+    project_field = "run__project_id"
     list_display = ["idempotency_key", "tool", "status", "attempt", "duration_ms", "started_at"]
     list_filter = ["status", "tool"]
     search_fields = ["idempotency_key", "tool"]

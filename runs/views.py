@@ -113,7 +113,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _run_project)
+@object_permission("runs.view_run", _run_project, "run_id")
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """A run's timeline: header, steps with attempts and approvals, conversation, audit events.
 
@@ -134,7 +134,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _run_project)
+@object_permission("runs.view_run", _run_project, "run_id")
 def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """The changing part of a run's timeline alone, for live refreshes."""
     return render(request, "runs/_run_body.html", _run_detail_context(run_id))
@@ -143,7 +143,7 @@ def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse
 @require_POST
 @login_required
 @permission_required("runs.cancel_run", raise_exception=True)
-@object_permission("runs.cancel_run", _run_project)
+@object_permission("runs.cancel_run", _run_project, "run_id")
 def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Cancel the run (POST ``reason``, optional); a finished run gives an error message."""
     try:
@@ -166,7 +166,7 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required("runs.resume_run", raise_exception=True)
-@object_permission("runs.resume_run", _run_project)
+@object_permission("runs.resume_run", _run_project, "run_id")
 def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Resume a failed run from its failed step; other states give an error message."""
     try:
@@ -187,7 +187,7 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required("runs.add_run", raise_exception=True)
-@object_permission("runs.add_run", _run_project)
+@object_permission("runs.add_run", _run_project, "run_id")
 def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Fork a new run from the checkpoint before step ``from_index`` (POST), then show it.
 

@@ -56,12 +56,19 @@ def send_email_step(args: dict[str, Any] | None = None, rationale: str = "") -> 
 
 
 def plan_run(
-    user: Any, steps: Sequence[dict[str, Any]], *, capture: Capture, goal: str = "test run"
+    user: Any,
+    steps: Sequence[dict[str, Any]],
+    *,
+    capture: Capture,
+    goal: str = "test run",
+    project: Any = None,
 ) -> Run:
-    """A plan run of ``steps`` requested by ``user``, advanced as far as it goes (until its
-    end or a gate); returns it read back."""
+    """A plan run of ``steps`` requested by ``user`` in ``project`` (default: the default
+    project), advanced as far as it goes (until its end or a gate); returns it read back."""
     with capture(execute=True):
-        run = run_create(actor=Actor.for_user(user), agent="plan", goal=goal, steps=list(steps))
+        run = run_create(
+            actor=Actor.for_user(user), agent="plan", goal=goal, steps=list(steps), project=project
+        )
     return Run.objects.get(pk=run.pk)
 
 
@@ -73,13 +80,15 @@ def run_awaiting_approval(
     after: Sequence[dict[str, Any]] = (),
     args: dict[str, Any] | None = None,
     goal: str = "mail the customer",
+    project: Any = None,
 ) -> Run:
     """A plan run of ``before`` steps, a ``send_email`` step (with ``args``) and ``after``
-    steps, requested by ``user`` and stopped at the email's approval gate.
+    steps, requested by ``user`` in ``project`` and stopped at the email's approval gate.
 
     Raises:
         AssertionError: the run did not stop there (a ``before`` step failed or waits).
     """
-    run = plan_run(user, [*before, send_email_step(args), *after], capture=capture, goal=goal)
+    steps = [*before, send_email_step(args), *after]
+    run = plan_run(user, steps, capture=capture, goal=goal, project=project)
     assert run.status_info.value == "awaiting_approval", run.status
     return run

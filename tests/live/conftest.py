@@ -92,10 +92,13 @@ async def assert_nothing_more(comm: WebsocketCommunicator, group: str) -> None:
     assert message == {"type": "event", "event": MARKER}, message
 
 
-def create_run(user: Any, steps: list[dict]) -> Any:
-    """A plan run created (and advanced, Celery being eager) through the service; its events
-    are all sent before this returns, so a client connecting next gets none of them live."""
-    run = run_create(actor=Actor.for_user(user), agent="plan", goal="live test", steps=steps)
+def create_run(user: Any, steps: list[dict], project: Any = None) -> Any:
+    """A plan run created (and advanced, Celery being eager) through the service in
+    ``project`` (default: the default project); its events are all sent before this returns,
+    so a client connecting next gets none of them live."""
+    run = run_create(
+        actor=Actor.for_user(user), agent="plan", goal="live test", steps=steps, project=project
+    )
     live.flush()
     return run
 

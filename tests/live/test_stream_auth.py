@@ -194,6 +194,7 @@ def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, re
     settings.AGENTOPS_WS_RECHECK_SECONDS = 0
     key = make_token(operator)
     token = ApiToken.objects.get()
+    group = runs_group(project_default().pk)
 
     async def scenario():
         comm = communicator(f"/ws/runs/?token={key}")
@@ -201,7 +202,6 @@ def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, re
         await assert_nothing_more(comm, "runs")
         await database_sync_to_async(_revoke)(revoke, token, operator)
         # The next event does not reach it: the connection closes with why.
-        group = runs_group(project_default().pk)
         await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
         message = await comm.receive_output(timeout=10)
         assert message == {

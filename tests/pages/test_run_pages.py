@@ -42,7 +42,7 @@ def test_runs_list_queries_do_not_grow_with_runs(
     for i in range(6):
         make_run([CALCULATE], goal=f"run {i}")
     client.force_login(operator)
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):
         assert client.get(reverse("run-list-fragment")).status_code == 200
 
 
@@ -68,7 +68,7 @@ def test_run_timeline_queries_do_not_grow_with_steps(
 ):
     run = make_run([CALCULATE] * 8)
     client.force_login(operator)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         assert client.get(reverse("run-detail-fragment", args=[run.pk])).status_code == 200
 
 

@@ -164,10 +164,11 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete("celery")
     layer = get_channel_layer()
+    group = live.runs_group(project_default().pk)
 
     async def subscribe() -> str:
         channel = await layer.new_channel()
-        await layer.group_add(live.runs_group(project_default().pk), channel)
+        await layer.group_add(group, channel)
         return channel
 
     channel = asyncio.run(subscribe())
@@ -184,6 +185,6 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
         message = asyncio.run(asyncio.wait_for(layer.receive(channel), 10))
         assert {e["run_id"] for e in message["events"]} == {str(kept.pk)}
     finally:
-        asyncio.run(layer.group_discard(live.runs_group(project_default().pk), channel))
+        asyncio.run(layer.group_discard(group, channel))
         broker.delete("celery")
         celery_app.conf.task_always_eager = True
