@@ -19,7 +19,7 @@ from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
-from runs.executor.call import Outcome, call_tool, runaway_tool_threads, structured_error
+from runs.executor.call import Outcome, call_tool, structured_error
 from runs.executor.claim import Claim, step_heartbeat
 from runs.executor.finish import fail_run_locked
 from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
@@ -184,10 +184,8 @@ def execute_claims(claim: Claim | None, actor: Actor) -> None:
     """Execute a claimed step, then each next step of its run that the recording transaction
     claims for this worker, for up to ``AGENTOPS_CLAIM_NEXT_SECONDS`` seconds; a step queued
     after that is sent through the broker, so one long run does not keep a worker from the
-    others. A process where a tool overran its timeout and still runs claims nothing more: the
-    next step goes through the broker, to a process that is not shared with a runaway tool."""
+    others."""
     until = time.monotonic() + settings.AGENTOPS_CLAIM_NEXT_SECONDS
     while claim is not None:
         outcome = outcome_of(claim, actor)
-        claim_next = time.monotonic() < until and not runaway_tool_threads()
-        claim = _record_with_retries(claim, outcome, actor, claim_next=claim_next)
+        claim = _record_with_retries(claim, outcome, actor, claim_next=time.monotonic() < until)
