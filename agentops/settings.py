@@ -221,6 +221,10 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # by Django's own rule (errors or CONN_MAX_AGE) after each task: see agentops/celery.py.
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 10_000, minimum=1)
 CELERY_TIMEZONE = "UTC"
+# Each pool process gets the restart sentinel billiard ends it by between two tasks: a process
+# left with a runaway tool (one that overran its timeout and still runs) sets its own, so the
+# pool replaces it (runs.tasks.StepTask).
+CELERY_WORKER_POOL_RESTARTS = True
 # Recovery and retention have a queue of their own, which every worker consumes besides the
 # default one (a worker started without -Q consumes every queue below; Celery's Redis transport
 # takes from them in turn): the sweeper must not wait behind a backlog of steps, which a
@@ -311,6 +315,13 @@ AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimu
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)
+# A tool that overran its timeout and is still running this many seconds after its task ends
+# has its worker pool process replaced (Python cannot stop the tool's thread).
+AGENTOPS_RUNAWAY_GRACE_SECONDS = env_int("AGENTOPS_RUNAWAY_GRACE_SECONDS", 5, minimum=0)
+# Hard time limit (seconds) of a worker task that executes steps: past it Celery kills the pool
+# process, whatever the tool does. 0: derived from the longest step timeout when the worker
+# starts (runs.tasks.hard_time_limit_seconds).
+AGENTOPS_TASK_HARD_LIMIT_SECONDS = env_int("AGENTOPS_TASK_HARD_LIMIT_SECONDS", 0, minimum=0)
 # Idempotency-Key: how long a key is remembered, and after how long an in-flight key whose
 # request never answered (a crashed web process) may be taken over (seconds).
 AGENTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=1)

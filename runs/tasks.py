@@ -4,16 +4,30 @@ The broker only carries wake-ups; every task re-reads the database and returns w
 is nothing to do, so a lost or duplicated message is harmless. A task that loses its database
 connection (a restarted or terminated server connection) is retried shortly, on a fresh
 connection (``agentops.celery.close_broken_connections``), instead of waiting for the sweeper.
+
+A tool cannot hang a worker (``StepTask``): a pool process where a tool overran its timeout
+and still runs replaces itself after the task, and a task that outlives its hard time limit
+(a tool stuck where even its timeout cannot fire) has its process killed and replaced by
+Celery. Either way the steps are recovered by the ledger rules.
 """
 
+import logging
 import uuid
+from typing import Any
 
+from billiard.process import current_process
 from celery import Task, shared_task
+from celery.signals import worker_init
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentops.actors import Actor
 from runs import recovery, retention
 from runs.executor import entry
+from runs.executor.call import runaway_tool_threads
+from runs.tools import all_tools
+
+logger = logging.getLogger(__name__)
 
 
 class DatabaseTask(Task):
@@ -26,19 +40,90 @@ class DatabaseTask(Task):
     max_retries = 5
 
 
-@shared_task(name="runs.advance_run", base=DatabaseTask)
+def _leave_pool_after_this_task() -> bool:
+    """Ask the pool to replace this process once its task's result is delivered: billiard
+    ends a pool process, between two tasks, whose restart sentinel is set (the sentinel exists
+    with ``CELERY_WORKER_POOL_RESTARTS``). False when this is no pool process with one (an
+    eager task, a solo pool): nothing replaces it then."""
+    sentinel = getattr(getattr(current_process(), "_target", None), "_shutdown", None)
+    if sentinel is None:
+        return False
+    sentinel.set()
+    return True
+
+
+def hard_time_limit_seconds() -> int:
+    """The hard time limit of a task that executes steps, in seconds:
+    ``AGENTOPS_TASK_HARD_LIMIT_SECONDS``, or when that is 0 the longest time such a task may
+    legitimately take: claiming next steps for ``AGENTOPS_CLAIM_NEXT_SECONDS``, then the
+    longest step timeout (the registered tools' and ``AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS``)
+    with the lease margin and ``AGENTOPS_RUNAWAY_GRACE_SECONDS``."""
+    if settings.AGENTOPS_TASK_HARD_LIMIT_SECONDS:
+        return int(settings.AGENTOPS_TASK_HARD_LIMIT_SECONDS)
+    longest = max(
+        [settings.AGENTOPS_DEFAULT_STEP_TIMEOUT_SECONDS]
+        + [tool.timeout_seconds for tool in all_tools()]
+    )
+    return int(
+        settings.AGENTOPS_CLAIM_NEXT_SECONDS
+        + longest
+        + settings.AGENTOPS_LEASE_MARGIN_SECONDS
+        + settings.AGENTOPS_RUNAWAY_GRACE_SECONDS
+    )
+
+
+class StepTask(DatabaseTask):
+    """A task that executes steps, so runs tools.
+
+    A tool that overruns its timeout is abandoned in its thread, which Python cannot stop: a
+    CPU-bound one would go on burning the process's interpreter under every later task. When
+    one is still running ``AGENTOPS_RUNAWAY_GRACE_SECONDS`` after the task, the pool process
+    leaves once the task's result is delivered and the pool starts a fresh one; the outcome
+    (a ``timeout``, outcome unknown) is on record already.
+
+    A tool stuck where its timeout cannot fire (C code holding the GIL) is ended by the hard
+    time limit (``hard_time_limit_seconds``, set when the worker starts): Celery kills the
+    pool process and starts another; the step's lease then expires and the sweeper recovers
+    it by the ledger rules (a call whose outcome is unknown is not repeated).
+    """
+
+    def after_return(self, *args: Any, **kwargs: Any) -> None:
+        if self.request.is_eager or not runaway_tool_threads():
+            return
+        if runaway_tool_threads(wait=settings.AGENTOPS_RUNAWAY_GRACE_SECONDS) == 0:
+            return
+        if _leave_pool_after_this_task():
+            logger.warning(
+                "a tool overran its timeout and still runs: replacing pool process %s",
+                current_process().pid,
+            )
+        else:
+            logger.warning("a tool overran its timeout and still runs in this process")
+
+
+@worker_init.connect
+def set_hard_time_limits(**kwargs: Any) -> None:
+    """When a worker starts, its tools registered: give the tasks that execute steps their
+    hard time limit (``hard_time_limit_seconds``), read by the worker as it starts
+    consuming."""
+    limit = hard_time_limit_seconds()
+    for task in (advance_run, execute_step, retry_step):
+        task.time_limit = limit
+
+
+@shared_task(name="runs.advance_run", base=StepTask)
 def advance_run(run_id: str) -> None:
     """Start or move on the run ``run_id`` (UUID text), executing the step it queues."""
     entry.run_advance(run_id=run_id, actor=Actor.worker(), execute=True)
 
 
-@shared_task(name="runs.execute_step", base=DatabaseTask)
+@shared_task(name="runs.execute_step", base=StepTask)
 def execute_step(step_id: int) -> None:
     """Claim and execute the queued step ``step_id``."""
     entry.step_execute(step_id=step_id, actor=Actor.worker())
 
 
-@shared_task(name="runs.retry_step", base=DatabaseTask)
+@shared_task(name="runs.retry_step", base=StepTask)
 def retry_step(step_id: int) -> None:
     """Queue the step ``step_id`` waiting to retry, then execute it."""
     actor = Actor.worker()

@@ -132,6 +132,16 @@ def worker(_worker_process: Worker, transactional_db: None, seeded: None) -> Ite
     celery_app.conf.task_always_eager = True
 
 
+@pytest.fixture
+def only_this_tests_workers() -> Iterator[None]:
+    """Workers already running (the session's ``worker``) stop consuming the step queue for
+    the test, so the worker it starts, and only that one, gets its messages."""
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    celery_app.control.cancel_consumer(queue, reply=True, timeout=2)
+    yield
+    celery_app.control.add_consumer(queue, reply=True, timeout=2)
+
+
 class AsgiServer(Process):
     """A real ``daphne web.asgi:application`` process on the test database."""
 

@@ -1,7 +1,9 @@
 """Tools registered only for tests (imported by the test modules that use them)."""
 
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from runs.tools import ToolContext, register
@@ -72,3 +74,30 @@ def slow(args: dict[str, Any], ctx: ToolContext) -> float:
     seconds = float(args.get("seconds", 3))
     time.sleep(seconds)
     return seconds
+
+
+@register(
+    "test_spin",
+    description="Spins the CPU forever (tests only: real workers).",
+    timeout_seconds=1,
+    max_attempts=1,
+)
+def spin(args: dict[str, Any], ctx: ToolContext) -> None:
+    while True:
+        pass
+
+
+@register(
+    "test_send_stuck",
+    description=(
+        "A non-idempotent effect (a line appended to args.path), then a regular expression "
+        "that backtracks forever in C, holding the GIL (tests only: real workers)."
+    ),
+    side_effects=True,
+    risk="low",
+    timeout_seconds=5,
+)
+def send_stuck(args: dict[str, Any], ctx: ToolContext) -> None:
+    with Path(args["path"]).open("a") as calls:
+        calls.write(f"{ctx.idempotency_key}\n")
+    re.match(r"(a+)+$", "a" * 64 + "b")

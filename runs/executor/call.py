@@ -60,17 +60,24 @@ class _ToolThread:
     runs tasks there), reused from call to call: starting a thread per call cost about a tenth
     of a no-op step. A tool that overruns its timeout keeps its thread, which exits once the
     tool returns, and the next call gets a new one. Calls from other threads (eager tasks in a
-    web process's request threads) get a thread of their own that exits after the call."""
+    web process's request threads) get a thread of their own that exits after the call.
+
+    The main thread's tool threads left behind by a timeout are kept (``abandoned``) until they
+    end: Python cannot stop one, so a Celery pool process that still has one replaces itself
+    (``runs.tasks``)."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Job | None] | None = None
+        self._thread: threading.Thread | None = None
         self._pid = 0
+        self.abandoned: list[threading.Thread] = []
 
     @staticmethod
-    def _start() -> queue.SimpleQueue[Job | None]:
+    def _start() -> tuple[queue.SimpleQueue[Job | None], threading.Thread]:
         jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        threading.Thread(target=_ToolThread._serve, args=(jobs,), name="tool", daemon=True).start()
-        return jobs
+        thread = threading.Thread(target=_ToolThread._serve, args=(jobs,), name="tool", daemon=True)
+        thread.start()
+        return jobs, thread
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue[Job | None]) -> None:
@@ -84,13 +91,15 @@ class _ToolThread:
     def run(self, fn: Callable[[], None], timeout: float) -> bool:
         """Run ``fn`` in a tool thread; False when it did not return within ``timeout`` s."""
         reuse = threading.current_thread() is threading.main_thread()
-        if not reuse:
-            jobs = self._start()
-        elif self._jobs is None or self._pid != os.getpid():  # first call, or a forked child
-            jobs = self._jobs = self._start()
+        if self._pid != os.getpid():  # first call, or a forked child: the threads stayed behind
+            self._jobs, self._thread, self.abandoned = None, None, []
             self._pid = os.getpid()
+        if not reuse:
+            jobs, thread = self._start()
+        elif self._jobs is None or self._thread is None:
+            jobs, thread = self._jobs, self._thread = self._start()
         else:
-            jobs = self._jobs
+            jobs, thread = self._jobs, self._thread
         done = threading.Event()
         jobs.put((fn, done))
         if not reuse:
@@ -99,19 +108,40 @@ class _ToolThread:
             return True
         if reuse:
             jobs.put(None)
-            self._jobs = None
+            self._jobs = self._thread = None
+            self.abandoned.append(thread)
         return False
+
+    def running_abandoned(self, wait: float) -> int:
+        """How many threads abandoned at a timeout are still running after waiting up to
+        ``wait`` seconds in all for them to end (those that ended are forgotten)."""
+        deadline = time.monotonic() + wait
+        for thread in self.abandoned:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.abandoned = [thread for thread in self.abandoned if thread.is_alive()]
+        return len(self.abandoned)
 
 
 _tool_thread = _ToolThread()
+
+
+def runaway_tool_threads(wait: float = 0) -> int:
+    """The number of tools of this process that overran their timeout and are still running,
+    after waiting up to ``wait`` seconds for them to return.
+
+    Such a tool keeps its thread, and a CPU-bound one the interpreter, for as long as it runs:
+    Python cannot stop a thread. Only ending the process stops it.
+    """
+    return _tool_thread.running_abandoned(wait)
 
 
 def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
     """Call ``tool`` with ``args`` and wait at most ``ctx.timeout_seconds`` seconds.
 
     The tool runs in a daemon thread so a hung tool cannot hold the worker past its timeout;
-    on timeout the thread is abandoned (Python cannot kill it) and the outcome is a ``timeout``
-    error with ``effect_unknown``, retryable only when the tool is safe to repeat. A
+    on timeout the thread is abandoned (Python cannot kill it: see ``runaway_tool_threads``)
+    and the outcome is a ``timeout`` error with ``effect_unknown``, retryable only when the
+    tool is safe to repeat. A
     ``ToolError`` keeps its own type and retryable flag (the tool knows what happened); any
     other exception is retryable when the tool is safe to repeat and otherwise leaves the
     effect unknown, so a non-idempotent call is never repeated blindly. A result that is not

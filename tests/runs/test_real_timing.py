@@ -74,16 +74,6 @@ def test_an_early_retry_wake_up_is_refused(operator, django_capture_on_commit_ca
 
 
 @pytest.fixture
-def only_this_tests_workers() -> Iterator[None]:
-    """Workers already running (the session's ``worker``) stop consuming the step queue for
-    the test, so the worker it starts, and only that one, gets its messages."""
-    queue = settings.CELERY_TASK_DEFAULT_QUEUE
-    celery_app.control.cancel_consumer(queue, reply=True, timeout=2)
-    yield
-    celery_app.control.add_consumer(queue, reply=True, timeout=2)
-
-
-@pytest.fixture
 def real_worker(
     request, tmp_path, transactional_db, seeded, only_this_tests_workers
 ) -> Iterator[Worker]:
