@@ -137,6 +137,33 @@ def test_bad_input_is_a_400_naming_the_field(operator_api, body, field, words):
     assert not Run.objects.exists()
 
 
+def _transcript_calling(name: str, call_id: str = "call_1") -> list[dict[str, object]]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": "done"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("transcript", "field", "words"),
+    [
+        ([{"role": "assistant", "content": "", "tool_calls": 5}], "transcript[0]", "list"),
+        (_transcript_calling("t" * 129), "transcript[0].tool_calls[0]", "128"),
+        (_transcript_calling("lookup", "c" * 129), "transcript[0].tool_calls[0]", "128"),
+        (_transcript_calling(""), "transcript[0].tool_calls[0]", "function.name"),
+    ],
+)
+def test_transcript_tool_calls_beyond_what_a_step_holds_are_a_400(
+    operator_api, transcript, field, words
+):
+    with assert_unchanged():
+        response = post_run(operator_api, agent="transcript", goal="replay", transcript=transcript)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+    assert words in response.json()["detail"]
+
+
 def test_args_failing_the_schema_say_which_argument(operator_api):
     body = plan_body({"tool": "calculate", "args": {"expression": 5}})
     data = post_run(operator_api, **body).json()
