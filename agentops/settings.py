@@ -215,11 +215,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "agentops.api.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "agentops.parsers.StrictJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: every body passes StrictJSONParser's checks (forms and multipart would not).
+    "DEFAULT_PARSER_CLASSES": ["agentops.parsers.StrictJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentops API",

@@ -17,7 +17,13 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ActionPermissions, ErrorSerializer, NewestFirstPagination, actor_for
+from agentops.api import (
+    ActionPermissions,
+    ErrorSerializer,
+    NewestFirstPagination,
+    StrictFilterSet,
+    actor_for,
+)
 from audit.selectors import event_list
 from runs import selectors
 from runs.control import conversation, create, fork, lifecycle
@@ -50,7 +56,7 @@ _CONFLICT = OpenApiResponse(
 )
 
 
-class RunFilter(filters.FilterSet):
+class RunFilter(StrictFilterSet):
     """``?status=`` and ``?agent=``; an unknown value is a 400 naming the allowed ones."""
 
     status = filters.ChoiceFilter(choices=run_status_choices(), method="filter_status")
