@@ -17,6 +17,7 @@ from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
 from runs.control.conversation import MAX_MESSAGES
+from runs.control.lifecycle import MAX_REASON
 from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
@@ -282,7 +283,9 @@ class CreateRunSerializer(StrictSerializer):
 class CancelRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/cancel/``: an optional reason, kept in the run's error."""
 
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_REASON
+    )
 
 
 class ForkRunSerializer(StrictSerializer):
