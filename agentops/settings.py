@@ -276,11 +276,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "agentops.api.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "agentops.parsers.StrictJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: every body passes StrictJSONParser's checks (forms and multipart would not).
+    "DEFAULT_PARSER_CLASSES": ["agentops.parsers.StrictJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentops API",
@@ -292,6 +290,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Runs, steps, attempts and approvals each have a "status" with its own choices: name them.
+    # Request bodies get their own components, with what only input has (a CharField that may
+    # not be blank has minLength 1).
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation documents the refusals all views share (401, 403, 400, 404, ...).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agentops.openapi.document_shared_refusals",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "runs.statuses.run_status_choices",
         "StepStatusEnum": "runs.statuses.step_status_choices",

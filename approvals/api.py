@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ErrorSerializer, OldestFirstPagination, actor_for
+from agentops.api import ErrorSerializer, OldestFirstPagination, StrictFilterSet, actor_for
 from approvals import selectors, services
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
 from approvals.serializers import ApprovalSerializer, DecideSerializer
@@ -36,7 +36,7 @@ _DECIDE_RESPONSES = {
 }
 
 
-class ApprovalFilter(filters.FilterSet):
+class ApprovalFilter(StrictFilterSet):
     """``?status=``; an unknown value is a 400 naming the allowed ones."""
 
     status = filters.ChoiceFilter(choices=ApprovalStatus.choices)

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from agentops.api import StrictSerializer
 from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.services import MAX_COMMENT
 from runs.models import Run, Step
 
 
@@ -76,7 +77,9 @@ class DecideSerializer(StrictSerializer):
     a rejection's comment becomes the step's error reason) and, to approve with edits, the
     edited ``args``."""
 
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    comment = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_COMMENT
+    )
     args = serializers.DictField(
         required=False,
         help_text="Approve only: the step's arguments as the reviewer edited them (a JSON object "

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.storable import require_storable
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, ApprovalPolicy
 from audit.services import audit_record, audited_atomic
@@ -25,6 +26,9 @@ from runs.executor.gates import (
 )
 from runs.models import Run, Step
 from runs.transitions import lock_run
+
+# The longest reviewer's comment kept (a rejection's comment is the step's error reason).
+MAX_COMMENT = 5000
 
 __all__ = ["DECIDE_PERMISSION", "ApprovalGate", "approval_decide", "approval_expire_due"]
 
@@ -125,8 +129,10 @@ def approval_decide(
 
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
-        InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string,
-            or ``args`` come with a rejection, are not an object or fail the tool's schema.
+        InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string or
+            longer than ``MAX_COMMENT``, ``comment`` or ``args`` hold what PostgreSQL cannot
+            store (``agentops.storable``), or ``args`` come with a rejection, are not an object
+            or fail the tool's schema.
         PermissionDenied: the policy does not let the actor decide (not a reviewer of the run's
             project, or they requested the run or the step).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
@@ -136,6 +142,8 @@ def approval_decide(
         raise InvalidInput(f"decision must be one of {Decision.values}", field="decision")
     if not isinstance(comment, str):
         raise InvalidInput("comment must be a string", field="comment")
+    require_storable(comment, field="comment", max_length=MAX_COMMENT)
+    require_storable(args, field="args")
     if args is not None and decision != Decision.APPROVE:
         raise InvalidInput("only an approval may edit the arguments", field="args")
     user = actor.user

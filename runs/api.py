@@ -16,7 +16,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
+from agentops.api import ErrorSerializer, NewestFirstPagination, StrictFilterSet, actor_for
 from audit.selectors import event_list
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
@@ -50,7 +50,7 @@ _CONFLICT = OpenApiResponse(
 )
 
 
-class RunFilter(filters.FilterSet):
+class RunFilter(StrictFilterSet):
     """``?status=``, ``?agent=`` and ``?project=`` (a slug); an unknown status or agent is a
     400 naming the allowed ones, a project the user cannot see lists nothing."""
 

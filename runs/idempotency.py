@@ -34,6 +34,13 @@ MAX_KEY_LENGTH = 255
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     HEADER,
+    # Printable ASCII, neither starting nor ending with a space (HTTP strips those).
+    type={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_KEY_LENGTH,
+        "pattern": "^[!-~]([ -~]*[!-~])?$",
+    },
     location=OpenApiParameter.HEADER,
     required=False,
     description=(

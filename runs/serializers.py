@@ -16,6 +16,8 @@ from rest_framework import serializers
 from agentops.api import StrictSerializer
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
+from runs.control.conversation import MAX_MESSAGES
+from runs.control.lifecycle import MAX_REASON
 from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
@@ -247,7 +249,7 @@ class StepReportSerializer(StrictSerializer):
 
     result = serializers.JSONField(required=False, allow_null=True)
     error = serializers.DictField(required=False)
-    outcome = serializers.CharField(required=False)
+    outcome = serializers.ChoiceField(choices=["unknown"], required=False)
 
 
 class MessagesInputSerializer(StrictSerializer):
@@ -256,7 +258,9 @@ class MessagesInputSerializer(StrictSerializer):
     ``input_tokens`` and ``output_tokens`` in tokens, ``cost_usd`` in USD, ``latency_ms`` in
     ms), added to the run's totals."""
 
-    messages = serializers.ListField(child=serializers.DictField())
+    messages = serializers.ListField(
+        child=serializers.DictField(), min_length=1, max_length=MAX_MESSAGES
+    )
     usage = serializers.DictField(required=False)
 
 
@@ -289,7 +293,9 @@ class CreateRunSerializer(StrictSerializer):
 class CancelRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/cancel/``: an optional reason, kept in the run's error."""
 
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_REASON
+    )
 
 
 class ForkRunSerializer(StrictSerializer):
@@ -297,7 +303,7 @@ class ForkRunSerializer(StrictSerializer):
     and optionally new arguments for that step."""
 
     from_index = serializers.IntegerField(min_value=0, max_value=MAX_STEPS)
-    args = serializers.JSONField(required=False, default=None)
+    args = serializers.JSONField(required=False, allow_null=True, default=None)
 
 
 class EmptySerializer(StrictSerializer):

@@ -145,7 +145,8 @@ def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse
 @permission_required("runs.cancel_run", raise_exception=True)
 @object_permission("runs.cancel_run", _run_project, "run_id")
 def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
-    """Cancel the run (POST ``reason``, optional); a finished run gives an error message."""
+    """Cancel the run (POST ``reason``, optional); a finished run or a reason it cannot keep
+    (too long, NUL) gives an error message."""
     try:
         lifecycle.run_cancel(
             run_id=run_id,
@@ -154,6 +155,8 @@ def run_cancel(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         )
     except Run.DoesNotExist:
         raise Http404("no such run") from None
+    except InvalidInput as exc:
+        messages.error(request, f"Cannot cancel: {exc.message}.")
     except TransitionNotAllowed:
         messages.error(request, "This run has already finished: it can no longer be cancelled.")
     except ConcurrentTransition:

@@ -4,6 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from agentops.api import not_found
+
+# Under /api/, a path no route matches answers the API's JSON error, not an HTML page.
+handler404 = not_found
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

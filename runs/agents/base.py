@@ -10,6 +10,9 @@ from agentops.errors import InvalidInput
 if TYPE_CHECKING:
     from runs.models import Run
 
+# The longest tool name and tool call id a step holds (``Step.tool``, ``Step.tool_call_id``).
+MAX_TOOL_NAME = 128
+
 
 @dataclass
 class StepSpec:
@@ -58,8 +61,11 @@ def parse_step_list(raw: Any, *, field_name: str = "steps") -> list[StepSpec]:
         if unknown:
             raise InvalidInput(f"{where} has unknown keys: {sorted(unknown)}", field=where)
         tool = item.get("tool")
-        if not isinstance(tool, str) or not tool:
-            raise InvalidInput(f"{where}.tool must be a non-empty string", field=f"{where}.tool")
+        if not isinstance(tool, str) or not 0 < len(tool) <= MAX_TOOL_NAME:
+            raise InvalidInput(
+                f"{where}.tool must be a string of 1 to {MAX_TOOL_NAME} characters",
+                field=f"{where}.tool",
+            )
         args = item.get("args", {})
         if not isinstance(args, dict):
             raise InvalidInput(f"{where}.args must be an object", field=f"{where}.args")

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agentops.errors import InvalidInput
-from runs.agents.base import Agent, Prepared, StepSpec
+from runs.agents.base import MAX_TOOL_NAME, Agent, Prepared, StepSpec
 
 if TYPE_CHECKING:
     from runs.models import Run
@@ -31,8 +31,9 @@ def parse_transcript(messages: Any) -> tuple[list[StepSpec], list[dict[str, Any]
     each with its ``position`` in the original list.
 
     Raises:
-        InvalidInput: not a list of messages, an unknown role, arguments that are not a JSON
-            object, or a tool call with no recorded tool message.
+        InvalidInput: not a list of messages, an unknown role, ``tool_calls`` that is not a
+            list, a tool name or call id longer than a step holds (``MAX_TOOL_NAME``),
+            arguments that are not a JSON object, or a tool call with no recorded tool message.
     """
     if not isinstance(messages, list):
         raise InvalidInput("transcript must be a list of messages", field="transcript")
@@ -57,11 +58,20 @@ def parse_transcript(messages: Any) -> tuple[list[StepSpec], list[dict[str, Any]
             continue
         if _text(message):
             last_text = _text(message)
-        for j, call in enumerate(message.get("tool_calls") or []):
+        tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            where = f"transcript[{i}]"
+            raise InvalidInput(f"{where}.tool_calls must be a list", field=where)
+        for j, call in enumerate(tool_calls):
             where = f"transcript[{i}].tool_calls[{j}]"
             function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise InvalidInput(f"{where} needs function.name", field=where)
+            if not isinstance(function, dict):
+                function = {}
+            name = function.get("name")
+            if not isinstance(name, str) or not 0 < len(name) <= MAX_TOOL_NAME:
+                raise InvalidInput(
+                    f"{where} needs function.name, 1 to {MAX_TOOL_NAME} characters", field=where
+                )
             raw_args = function.get("arguments") or "{}"
             try:
                 args = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
@@ -72,6 +82,10 @@ def parse_transcript(messages: Any) -> tuple[list[StepSpec], list[dict[str, Any]
             if not isinstance(args, dict):
                 raise InvalidInput(f"{where}.function.arguments must be a JSON object", field=where)
             call_id = str(call.get("id", ""))
+            if len(call_id) > MAX_TOOL_NAME:
+                raise InvalidInput(
+                    f"{where}.id must be at most {MAX_TOOL_NAME} characters", field=where
+                )
             result_at = next(
                 (
                     k
@@ -87,7 +101,7 @@ def parse_transcript(messages: Any) -> tuple[list[StepSpec], list[dict[str, Any]
             matched.add(result_at)
             specs.append(
                 StepSpec(
-                    tool=function["name"],
+                    tool=name,
                     args=args,
                     rationale=last_text,
                     tool_call_id=call_id,

@@ -218,8 +218,6 @@ def step_append(
         [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
     )
     specs[0].executor, specs[0].args_schema = executor, args_schema or {}
-    if len(specs[0].tool) > 128:
-        raise InvalidInput("step.tool must be at most 128 characters", field="step.tool")
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     with audited_atomic():

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
+from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.agents import StepSpec
 from runs.control.create import create_steps
@@ -34,8 +35,10 @@ def run_fork(
     Raises:
         Run.DoesNotExist: unknown run.
         InvalidInput: ``from_index`` out of range or past a step that did not succeed;
-            ``args`` not an object or failing the tool's schema; ``args`` with nothing to edit.
+            ``args`` not an object, failing the tool's schema or holding what PostgreSQL cannot
+            store (``agentops.storable``); ``args`` with nothing to edit.
     """
+    require_storable(args, field="args")
     source = Run.objects.get(pk=run_id)
     steps = list(source.steps.order_by("index"))
     if not isinstance(from_index, int) or not 0 <= from_index <= len(steps):

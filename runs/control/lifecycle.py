@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
 from runs.executor.gates import cancel_open_steps
@@ -16,6 +17,9 @@ from runs.models import AgentKind, Executor, Run
 from runs.statuses import RunStatus, StepStatus
 from runs.transitions import lock_run, record_event, record_transition, save_run, save_step
 from runs.wakeups import execute_step_on_commit
+
+# The longest cancel reason kept (in the run's error and the audit event).
+MAX_REASON = 1000
 
 
 def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
@@ -48,9 +52,12 @@ def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
     no longer moves the run (``step_execute`` sees the step cancelled).
 
     Raises:
+        InvalidInput: ``reason`` is longer than ``MAX_REASON`` characters or holds NUL or an
+            unpaired surrogate.
         Run.DoesNotExist: unknown run.
         TransitionNotAllowed: the run is already succeeded, failed or cancelled.
     """
+    require_storable(reason, field="reason", max_length=MAX_REASON)
     with audited_atomic():
         run = lock_run(run_id)
         from_state, from_gate = run.status, run.gate

@@ -116,8 +116,8 @@ def test_transcript_run_turns_tool_calls_into_steps(operator_api):
         ({"agent": "plan", "goal": "x", "steps": [calc()], "colour": "red"}, "colour", ""),
         (
             {"agent": "plan", "goal": "x", "steps": [{**calc(), "why": "?"}]},
-            "steps",
-            "why",
+            "steps[0].why",
+            "unknown field",
         ),
     ],
 )
@@ -125,16 +125,38 @@ def test_bad_input_is_a_400_naming_the_field(operator_api, body, field, words):
     with assert_unchanged():
         response = operator_api.post("/api/v1/runs/", body, format="json")
         assert response.status_code == 400
+    # A domain error from the service and a shape error from the input serializer alike.
     data = response.json()
-    if "detail" in data:
-        # A domain error from the service: {"detail", "field"}.
-        assert data["field"] == field
-        assert words in data["detail"]
-    else:
-        # A shape error from the input serializer: {field: [messages]}.
-        assert field in data
-        assert words in str(data[field])
+    assert data["field"] == field
+    assert words in data["detail"]
     assert not Run.objects.exists()
+
+
+def _transcript_calling(name: str, call_id: str = "call_1") -> list[dict[str, object]]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": "done"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("transcript", "field", "words"),
+    [
+        ([{"role": "assistant", "content": "", "tool_calls": 5}], "transcript[0]", "list"),
+        (_transcript_calling("t" * 129), "transcript[0].tool_calls[0]", "128"),
+        (_transcript_calling("lookup", "c" * 129), "transcript[0].tool_calls[0]", "128"),
+        (_transcript_calling(""), "transcript[0].tool_calls[0]", "function.name"),
+    ],
+)
+def test_transcript_tool_calls_beyond_what_a_step_holds_are_a_400(
+    operator_api, transcript, field, words
+):
+    with assert_unchanged():
+        response = post_run(operator_api, agent="transcript", goal="replay", transcript=transcript)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+    assert words in response.json()["detail"]
 
 
 def test_args_failing_the_schema_say_which_argument(operator_api):

@@ -38,3 +38,41 @@ def test_schema_endpoint_serves_it(seeded):
     response = token_client(make_user("reader", "viewer")).get("/api/schema/", {"format": "json"})
     assert response.status_code == 200
     assert set(PATHS) <= set(response.json()["paths"])
+
+
+def test_every_operation_documents_the_refusals_it_can_answer(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    schema = yaml.safe_load(out.read_text())
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            parameters = {p["name"]: p["in"] for p in operation.get("parameters", [])}
+            expected = {"401", "403"}
+            if operation.get("requestBody") or set(parameters.values()) - {"path"}:
+                expected.add("400")
+            if "path" in parameters.values():
+                expected.add("404")
+            if operation.get("requestBody"):
+                expected.add("415")
+            if "Idempotency-Key" in parameters:
+                expected |= {"409", "422"}
+            responses = operation["responses"]
+            assert expected <= set(responses), (method, path)
+            for code in expected:
+                body = responses[code]["content"]["application/json"]["schema"]
+                assert body == {"$ref": "#/components/schemas/Error"}, (method, path, code)
+    assert set(schema["paths"]["/api/v1/runs/"]["post"]["requestBody"]["content"]) == {
+        "application/json"
+    }
+
+
+def test_request_bodies_document_what_their_serializers_refuse(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    components = yaml.safe_load(out.read_text())["components"]["schemas"]
+    assert components["CreateRunRequest"]["properties"]["goal"]["minLength"] == 1
+    assert components["StepInputRequest"]["properties"]["tool"]["minLength"] == 1
+    messages = components["MessagesInputRequest"]["properties"]["messages"]
+    assert (messages["minItems"], messages["maxItems"]) == (1, 200)
+    assert components["OutcomeEnum"]["enum"] == ["unknown"]
+    assert components["ForkRunRequest"]["properties"]["args"]["nullable"] is True

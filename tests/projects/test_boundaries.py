@@ -62,7 +62,7 @@ def test_the_runs_list_shows_only_the_members_projects(world):
 
 @pytest.mark.parametrize(
     "path",
-    ["", "events", f"steps/{{step}}"],
+    ["", "events", "steps/{step}"],
 )
 def test_another_projects_run_is_not_found(world, path):
     api = token_client(world.alice, world.alpha)
@@ -230,7 +230,8 @@ def test_admin_shows_staff_only_their_projects_runs_and_events(world):
     client = _signed_in(world.alice)
     runs = client.get("/admin/runs/run/").content.decode()
     assert "alpha&#x27;s run" in runs or "alpha's run" in runs
-    assert "beta&#x27;s run" not in runs and "beta's run" not in runs
+    assert "beta&#x27;s run" not in runs
+    assert "beta's run" not in runs
     change = client.get(f"/admin/runs/run/{world.run_b.pk}/change/", follow=True)
     assert "beta's run" not in change.content.decode()
     events = client.get("/admin/audit/auditevent/", {"q": str(world.run_b.pk)}).content.decode()
