@@ -35,7 +35,9 @@ def test_token_authenticates_a_client_app(operator_api):
 def test_session_authenticates_the_browser_as_a_user(operator):
     client = APIClient()
     signed_in = client.post(
-        "/accounts/login/", {"username": operator.username, "password": PASSWORD}
+        "/accounts/login/",
+        {"username": operator.username, "password": PASSWORD},
+        format="multipart",
     )
     assert signed_in.status_code == 302
     response = post_run(client, **plan_body(calc()))
