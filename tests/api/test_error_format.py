@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.api.conftest import RUNS_URL, calc, plan_body, post_run, run_url, token_client
+from tests.api.conftest import RUNS_URL, calc, plan_body, post_run, token_client
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
