@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,16 @@ def _eager_celery() -> Iterator[None]:
 def _fast_retries(settings) -> None:  # type: ignore[no-untyped-def]
     settings.AGENTOPS_RETRY_BASE_SECONDS = 0
     settings.AGENTOPS_RETRY_MAX_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(settings) -> None:  # type: ignore[no-untyped-def]
+    """A cache key prefix of this test's own: request and failed-token counts (throttles)
+    start from zero, as the database does."""
+    settings.CACHES = {
+        name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+        for name, config in settings.CACHES.items()
+    }
 
 
 @pytest.fixture
