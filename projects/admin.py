@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from projects.access import Access
 from projects.models import ApiToken, Membership, Project
-from projects.services import token_create
+from projects.services import token_create, token_rotate
 
 
 class SuperuserOnly:
@@ -85,9 +85,11 @@ class ApiTokenForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(SuperuserOnly, admin.ModelAdmin):
-    """Revoke by deleting; add creates a token and shows its text once."""
+    """Revoke by deleting; add creates a token and shows its text once; "Rotate" replaces
+    tokens by new ones (shown once) that work at once while the old ones stop."""
 
     form = ApiTokenForm
+    actions = ["rotate_selected"]
     list_display = ["token_key", "name", "user", "project", "created", "expiry"]
     list_filter = ["project"]
     search_fields = ["user__username", "name", "token_key"]
@@ -111,6 +113,17 @@ class ApiTokenAdmin(SuperuserOnly, admin.ModelAdmin):
         messages.warning(
             request, f"The token is {text} (copy it now: it is not stored and not shown again)."
         )
+
+    @admin.action(description="Rotate selected tokens")
+    def rotate_selected(self, request: HttpRequest, queryset: Any) -> None:
+        """Replace each selected token (``projects.services.token_rotate``)."""
+        for token in queryset.select_related("user", "project"):
+            new, text = token_rotate(token=token)
+            messages.warning(
+                request,
+                f"{new.name or 'token'} of {new.user} in {new.project}: the new token is {text} "
+                "(copy it now: it is not stored and not shown again; the old one no longer works).",
+            )
 
 
 class ProjectScopedAdminMixin:

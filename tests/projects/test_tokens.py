@@ -155,3 +155,20 @@ def test_admin_refuses_a_token_for_a_non_member(seeded):
     assert response.status_code == 200
     assert "not a member of project default" in response.content.decode()
     assert not ApiToken.objects.exists()
+
+
+def test_admin_rotates_a_token_and_shows_the_new_one_once(operator):
+    old = make_token(operator, name="ci")
+    stored = ApiToken.objects.get()
+    client = Client()
+    client.force_login(make_user("root", superuser=True))
+    response = client.post(
+        "/admin/projects/apitoken/",
+        {"action": "rotate_selected", "_selected_action": [stored.pk]},
+        follow=True,
+    )
+    messages = [str(m) for m in response.context["messages"]]
+    new = next(m.split("the new token is ")[1].split(" ")[0] for m in messages if "new token" in m)
+    assert _api(old).get(RUNS).status_code == 401
+    assert _api(new).get(RUNS).status_code == 200
+    assert ApiToken.objects.get().name == "ci"
