@@ -100,7 +100,7 @@ def test_edited_payload_breaks_the_chain_at_that_event(finished_run):
     assert report.broken_at == event.pk
     assert "hash does not match" in report.reason
     out = StringIO()
-    with pytest.raises(CommandError, match="1 of 1 audit chains are broken"):
+    with pytest.raises(CommandError, match="1 of 2 audit chains are broken"):
         call_command("verify_audit", stdout=out)
     assert f"BROKEN {chain}: at event {event.pk}" in out.getvalue()
 
