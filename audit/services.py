@@ -15,6 +15,7 @@ from django.utils import timezone
 from agentops import rows
 from agentops.actors import Actor
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
+from audit.context import current_actor
 from audit.live import publish_on_commit
 from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent
 
@@ -170,6 +171,33 @@ def audit_record(
     else:
         _write([event])
     return event
+
+
+def audit_system(
+    *,
+    actor: Actor | None = None,
+    verb: str,
+    object_type: str,
+    object_id: Any,
+    payload: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the ``system`` chain (changes that belong to no run: users, roles,
+    logins, settings; superusers see them) and return it.
+
+    ``actor`` defaults to whoever is acting in this context (``audit.context.current_actor``:
+    the request's user, else the process, e.g. ``manage.py createsuperuser``). Written in the
+    caller's transaction when there is one (so it commits or rolls back with the change;
+    inside ``audited_atomic`` when that block ends), else in a transaction of its own.
+    ``payload`` must be JSON-serializable; never put secrets in it.
+    """
+    with transaction.atomic(savepoint=False):
+        return audit_record(
+            actor=actor or current_actor(),
+            verb=verb,
+            object_type=object_type,
+            object_id=object_id,
+            payload=payload,
+        )
 
 
 @contextmanager
