@@ -239,6 +239,7 @@ class Bench:
                 "AGENTOPS_FAST_PASSWORD_HASHING": "1",
                 "DEBUG": "0",
                 "SECRET_KEY": "benchmark-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+                "AGENTOPS_AUDIT_KEY": "benchmark-only-audit-key-0123456789-abcdefghijklmnopqrstuv",
                 "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
                 "SECURE_SSL_REDIRECT": "0",
                 "SECURE_HSTS_SECONDS": "0",
