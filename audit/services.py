@@ -1,4 +1,4 @@
-"""The only writer of audit events."""
+"""The only writer of audit events and chain heads, and the only deleter (retention)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def _write(events: list[AuditEvent]) -> None:
     per chain (plain SQL: this runs in every transaction of the executor).
 
     Raises:
-        ChainMoved: a chain without a head when read got one from another transaction since.
+        ChainMoved: another transaction moved a chain's head since it was read (a chain that
+            had no head yet: nothing locked it), so these events would fork the chain.
     """
     chains = list(dict.fromkeys(event.chain for event in events))
     with connection.cursor() as cursor:
@@ -103,7 +104,8 @@ _buffer = _Buffer()
 @contextmanager
 def audited_atomic() -> Iterator[None]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
-    before it commits: one read of each chain's head and one INSERT, instead of both per event.
+    before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
+    instead of all of them per event.
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
@@ -143,11 +145,13 @@ def audit_record(
     ``audited_atomic`` the event is written when that block ends (its ``pk`` is None until
     then), inside a plain ``transaction.atomic`` at once. The event is chained to the previous
     event of the run's chain (``run:<run_id>``; the caller must hold the run's row lock), or of
-    the ``system`` chain when ``run_id`` is None. ``project_id`` is the run's project: who may
-    see the event.
+    the ``system`` chain when ``run_id`` is None (its head's row lock serializes its writers),
+    and the chain's signed head (``AuditChainHead``) moves to it in the same transaction.
+    ``project_id`` is the run's project: who may see the event.
 
     Raises:
         TransactionManagementError: called outside an atomic block.
+        ChainMoved: a concurrent first writer of a chain without a head won (see ``_write``).
     """
     if not connection.in_atomic_block:
         raise transaction.TransactionManagementError("audit_record needs an open transaction")
