@@ -24,6 +24,13 @@ _DEV_SECRET = "dev-only-insecure-secret-key-change-me-in-production-0123456789" 
 SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+# The key of the audit log's HMACs (``audit.chain``): kept outside the database, so whoever can
+# write the database cannot recompute the hashes of events they rewrote. Changing it needs a
+# rehash of every chain (``audit.chain.rehash_chains``), or the log no longer verifies.
+_DEV_AUDIT_KEY = "dev-only-insecure-audit-key-change-me-in-production-0123456789"
+AGENTOPS_AUDIT_KEY = env_str("AGENTOPS_AUDIT_KEY", _DEV_AUDIT_KEY if DEBUG else "")
+if not AGENTOPS_AUDIT_KEY:
+    raise ImproperlyConfigured("AGENTOPS_AUDIT_KEY must be set when DEBUG is off")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -60,6 +67,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The request's user is the actor of audit events recorded by signal receivers.
+    "audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

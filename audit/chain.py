@@ -1,8 +1,20 @@
-"""The hash rule of the audit chain, shared by writing and verifying."""
+"""The hash rule of the audit chain and the signature of chain heads, shared by writing and
+verifying.
+
+Both are HMAC-SHA256 keyed with ``settings.AGENTOPS_AUDIT_KEY``, a key kept outside the
+database: whoever can write the database (its owner, a superuser, a stolen backup restored
+elsewhere) can still rewrite rows, but cannot compute the hashes and signatures that would make
+the rewrite verify.
+"""
+
+from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from typing import Any
+
+from django.conf import settings
 
 GENESIS_HASH = "0" * 64
 
@@ -23,37 +35,83 @@ HASHED_FIELDS = (
 )
 
 
-def event_hash(fields: dict[str, Any], prev_hash: str) -> str:
-    """SHA-256 hex digest of the canonical JSON of ``fields`` (``HASHED_FIELDS``) and ``prev_hash``.
+def _hmac(body: dict[str, Any], key: str | None) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    secret = (settings.AGENTOPS_AUDIT_KEY if key is None else key).encode()
+    return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
 
-    Datetimes are hashed as ISO 8601 strings and UUIDs as their text, so the digest computed when
-    writing equals the one recomputed from the stored row.
+
+def event_hash(fields: dict[str, Any], prev_hash: str, *, key: str | None = None) -> str:
+    """HMAC-SHA256 hex digest, keyed with ``key`` (default ``settings.AGENTOPS_AUDIT_KEY``, as
+    UTF-8), of the canonical JSON (sorted keys, no spaces) of ``fields`` (``HASHED_FIELDS``;
+    others are ignored) and ``prev_hash``.
+
+    Datetimes are hashed as their ``str()`` and UUIDs as their text, so the digest computed when
+    writing equals the one recomputed from the stored row. Raises ``KeyError`` when a hashed
+    field is missing.
     """
     body = {name: fields[name] for name in HASHED_FIELDS}
     body["prev_hash"] = prev_hash
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _hmac(body, key)
 
 
-def rehash_chains(model: Any, connection: Any) -> int:
+def head_signature(
+    chain: str, events: int, last_event_id: int, last_hash: str, *, key: str | None = None
+) -> str:
+    """HMAC-SHA256 hex digest, keyed like ``event_hash``, of the canonical JSON of a chain's
+    head: its name, how many events it holds, the id and hash of the newest one (0 and
+    ``GENESIS_HASH`` for a chain without events)."""
+    body = {
+        "chain": chain,
+        "events": events,
+        "last_event_id": last_event_id,
+        "last_hash": last_hash,
+    }
+    return _hmac(body, key)
+
+
+def _toggle_triggers(connection: Any, tables: list[str], enable: bool) -> None:
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"ALTER TABLE {table} {'ENABLE' if enable else 'DISABLE'} TRIGGER USER")
+
+
+def rehash_chains(model: Any, connection: Any, head_model: Any = None) -> int:
     """Recompute ``prev_hash`` and ``hash`` of every event of ``model`` (the ``AuditEvent``
-    model, or a migration's historical one) under the current hash rule, chain by chain in id
-    order; returns the number of events. For migrations that change the rule: the append-only
-    trigger is disabled meanwhile (``connection`` must be the table owner's)."""
-    postgresql = connection.vendor == "postgresql"
-    table = model._meta.db_table
-    if postgresql:
-        with connection.cursor() as cursor:
-            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+    model, or a migration's historical one) under the current hash rule and key, chain by chain
+    in id order; returns the number of events. For migrations that change the rule or the key.
+
+    With ``head_model`` (``AuditChainHead``, or a historical one) the chain heads are rebuilt
+    too, one per chain that has events, signed with the current key; chains that have a head
+    and no events keep an empty (genesis) head. The append-only triggers are disabled meanwhile
+    (``connection`` must be the tables' owner's) and enabled again before returning.
+    """
+    tables = [model._meta.db_table] + ([head_model._meta.db_table] if head_model else [])
+    _toggle_triggers(connection, tables, enable=False)
     count = 0
-    heads: dict[str, str] = {}
+    heads: dict[str, tuple[int, int, str]] = {}
     for event in model.objects.order_by("id").iterator():
         fields = {name: getattr(event, name) for name in HASHED_FIELDS}
-        event.prev_hash = heads.get(event.chain, GENESIS_HASH)
-        event.hash = heads[event.chain] = event_hash(fields, event.prev_hash)
+        events, _, event.prev_hash = heads.get(event.chain, (0, 0, GENESIS_HASH))
+        event.hash = event_hash(fields, event.prev_hash)
+        heads[event.chain] = (events + 1, event.pk, event.hash)
         model.objects.filter(pk=event.pk).update(prev_hash=event.prev_hash, hash=event.hash)
         count += 1
-    if postgresql:
-        with connection.cursor() as cursor:
-            cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    if head_model is not None:
+        for chain in head_model.objects.values_list("chain", flat=True):
+            heads.setdefault(chain, (0, 0, GENESIS_HASH))
+        head_model.objects.all().delete()
+        head_model.objects.bulk_create(
+            head_model(
+                chain=chain,
+                events=events,
+                last_event_id=last_id,
+                last_hash=last_hash,
+                signature=head_signature(chain, events, last_id, last_hash),
+            )
+            for chain, (events, last_id, last_hash) in heads.items()
+        )
+    _toggle_triggers(connection, tables, enable=True)
     return count

@@ -4,20 +4,28 @@ from django.db import models
 
 from agentops.actors import ActorKind
 
+# The chain of every event that belongs to no run.
+SYSTEM_CHAIN = "system"
+# The system-chain event by which retention records the chains it purged.
+PURGE_VERB = "audit.chains_purged"
+
 
 class AuditEvent(models.Model):
     """One recorded change: who did what to which object, from which state to which.
 
     Rows are written by ``audit.services.audit_record`` in the same transaction as the change
-    they record, and never changed afterwards: a PostgreSQL trigger (migration 0002) refuses
-    UPDATE and DELETE unless the transaction set ``agentops.audit_purge`` (retention only).
+    they record, and never changed afterwards: a PostgreSQL trigger (migrations 0002, 0005)
+    refuses UPDATE, DELETE and TRUNCATE unless the transaction set ``agentops.audit_purge`` and
+    its current role is a member of ``agentops_retention`` (retention only).
 
     ``chain`` groups events into one hash chain: ``run:<uuid>`` for everything about one run,
     ``system`` for the rest; ``project_id`` is the run's project, who may see the event (the
-    ``system`` chain has none: superusers only). ``hash`` is the SHA-256 of the canonical JSON
-    of this row's fields and the previous event's ``hash`` in the same chain (``prev_hash``; 64
-    zeros for the first), so editing or deleting a row breaks every later hash of its chain
-    (``manage.py verify_audit``).
+    ``system`` chain has none: superusers only). ``hash`` is the HMAC-SHA256, keyed with
+    ``AGENTOPS_AUDIT_KEY`` (kept outside the database), of the canonical JSON of this row's
+    fields and the previous event's ``hash`` in the same chain (``prev_hash``; 64 zeros for the
+    first), so editing or deleting a row breaks every later hash of its chain, and whoever
+    lacks the key cannot compute new ones. Deleting the newest events is caught by the chain's
+    signed ``AuditChainHead`` (``manage.py verify_audit``).
 
     The actor and objects are copied as plain values, not foreign keys, so history survives the
     deletion of users and runs (habit taken from Zulip's ``RealmAuditLog``). ``id`` is the event id
@@ -51,3 +59,26 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.verb} {self.object_type}:{self.object_id}"
+
+
+class AuditChainHead(models.Model):
+    """The newest state of one hash chain, kept apart from its events and signed, so that
+    deleting the newest events of a chain, or a whole chain, is seen by ``verify_audit``.
+
+    Written by ``audit.services`` in the transaction that appends to the chain (one upsert per
+    chain and transaction; its row lock also serializes writers of the chain), deleted with the
+    chain by retention. ``events`` counts the chain's events, ``last_event_id`` and
+    ``last_hash`` are the newest one's (0 and 64 zeros before the first); ``signature`` is the
+    HMAC of these four values with ``AGENTOPS_AUDIT_KEY`` (``audit.chain.head_signature``).
+    A PostgreSQL trigger (migration 0005) lets an UPDATE through only when it moves the head
+    forward (more events, a later last event) and a DELETE or TRUNCATE only for retention.
+    """
+
+    chain = models.CharField(max_length=64, primary_key=True)
+    events = models.BigIntegerField()
+    last_event_id = models.BigIntegerField()
+    last_hash = models.CharField(max_length=64)
+    signature = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.chain}: {self.events} events up to #{self.last_event_id}"

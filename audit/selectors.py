@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -9,8 +10,8 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 
-from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
-from audit.models import AuditEvent
+from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
+from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent
 
 
 def event_list(
@@ -34,41 +35,112 @@ def event_list(
 
 @dataclass
 class ChainReport:
-    """The outcome of verifying one chain: ``broken_at`` is the first bad event id, or None."""
+    """The outcome of verifying one chain: ``events`` checked, ``broken_at`` the first bad
+    event's id (None when the fault is not one event's, e.g. a deleted tail), ``reason`` what
+    is wrong ("" when the chain verifies); ``purged`` when the system chain records that
+    retention purged it."""
 
     chain: str
     events: int
     broken_at: int | None = None
     reason: str = ""
+    purged: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.broken_at is None
+        return not self.reason
 
 
-def chain_verify(chain: str) -> ChainReport:
-    """Recompute every hash of ``chain`` in id order and report the first mismatch."""
-    events: Iterable[AuditEvent] = AuditEvent.objects.filter(chain=chain).order_by("id").iterator()
+def purged_chains() -> set[str]:
+    """The chains that retention purged, as the system chain records them
+    (``audit.chains_purged`` events): trustworthy as far as the system chain verifies."""
+    found: set[str] = set()
+    for payload in AuditEvent.objects.filter(chain=SYSTEM_CHAIN, verb=PURGE_VERB).values_list(
+        "payload", flat=True
+    ):
+        found.update(payload.get("chains", {}))
+    return found
+
+
+def _check_head(
+    chain: str, head: AuditChainHead | None, count: int, last: AuditEvent | None, purged: bool
+) -> str:
+    """What is wrong with ``chain``'s head given what the table holds ("" if nothing)."""
+    if head is None:
+        if count and not purged:
+            return f"{count} events but no chain head: the head was deleted, or the events forged"
+        return ""
+    expected = head_signature(chain, head.events, head.last_event_id, head.last_hash)
+    if not hmac.compare_digest(expected, head.signature):
+        return "the chain head's signature does not verify: the head was forged or altered"
+    if count == 0 and head.events:
+        return f"the head records {head.events} events but none are left: the chain was deleted"
+    found = (count, last.pk if last else 0, last.hash if last else GENESIS_HASH)
+    if found == (head.events, head.last_event_id, head.last_hash):
+        return ""
+    if count < head.events or found[1] < head.last_event_id:
+        return (
+            f"the head records {head.events} events up to event {head.last_event_id}, the table "
+            f"holds {count} up to event {found[1]}: the newest events were deleted"
+        )
+    return (
+        f"the head records {head.events} events up to event {head.last_event_id}, the table "
+        f"holds {count} up to event {found[1]}: events were added past the head"
+    )
+
+
+def chain_verify(chain: str, *, purged: set[str] | None = None) -> ChainReport:
+    """Verify ``chain``: recompute every keyed hash in id order (the first mismatch is
+    reported at its event), then compare what the table holds with the chain's signed head.
+
+    Reported: an event whose fields or hash were rewritten (also when the rewriter recomputed
+    plain or wrongly keyed hashes), a deleted or inserted event (``prev_hash`` mismatch), the
+    newest events deleted (the head is ahead of the table), a whole chain deleted (a head and
+    no events), events without a head, and a head whose signature does not verify. A chain
+    that retention purged (``purged``, default ``purged_chains()``) may have no head and part
+    of its events. A chain deleted with its head and without a purge record leaves nothing to
+    compare with: no check inside the database can see it (a copy of the heads kept elsewhere
+    can).
+    """
+    was_purged = chain in (purged_chains() if purged is None else purged)
     prev = GENESIS_HASH
     count = 0
-    for event in events:
+    last = None
+    for event in AuditEvent.objects.filter(chain=chain).order_by("id").iterator():
         count += 1
         if event.prev_hash != prev:
             return ChainReport(
-                chain, count, event.pk, "prev_hash does not match the previous event"
+                chain,
+                count,
+                event.pk,
+                "prev_hash does not match the previous event: an event before it was deleted",
+                was_purged,
             )
         fields = {name: getattr(event, name) for name in HASHED_FIELDS}
-        if event_hash(fields, prev) != event.hash:
-            return ChainReport(chain, count, event.pk, "hash does not match the event's fields")
+        if not hmac.compare_digest(event_hash(fields, prev), event.hash):
+            return ChainReport(
+                chain, count, event.pk, "hash does not match the event's fields", was_purged
+            )
         prev = event.hash
-    return ChainReport(chain, count)
+        last = event
+    head = AuditChainHead.objects.filter(chain=chain).first()
+    reason = _check_head(chain, head, count, last, was_purged)
+    return ChainReport(chain, count, None, reason, was_purged)
 
 
 def chains(*, run_id: uuid.UUID | None = None) -> list[str]:
-    """The chain names to verify: one run's, or every chain in the log."""
+    """The chain names to verify: one run's, or every chain that has events or a head."""
     if run_id is not None:
         return [f"run:{run_id}"]
-    return list(AuditEvent.objects.values_list("chain", flat=True).distinct().order_by("chain"))
+    found = set(AuditEvent.objects.values_list("chain", flat=True).distinct())
+    found.update(AuditChainHead.objects.values_list("chain", flat=True))
+    return sorted(found)
+
+
+def audit_verify(*, run_id: uuid.UUID | None = None) -> list[ChainReport]:
+    """``chain_verify`` of every chain (``chains``), the purge records read once."""
+    purged = purged_chains()
+    return [chain_verify(chain, purged=purged) for chain in chains(run_id=run_id)]
 
 
 def audit_chains_expired(*, older_than: Any, live_run_ids: Any) -> list[str]:

@@ -1,4 +1,4 @@
-"""The only writer of audit events."""
+"""The only writer of audit events and chain heads, and the only deleter (retention)."""
 
 from __future__ import annotations
 
@@ -9,50 +9,88 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
-from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash
+from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
+from audit.context import current_actor
 from audit.live import publish_on_commit
-from audit.models import AuditEvent
+from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent
+
+# The PostgreSQL role that alone may delete audit rows (migration 0005).
+RETENTION_ROLE = "agentops_retention"
+# Chains named in one purge record (one transaction deleting their heads).
+_PURGE_RECORD_CHAINS = 500
+
+_HEADS = AuditChainHead._meta.db_table
+_UPSERT_HEAD = f"""
+INSERT INTO {_HEADS} (chain, events, last_event_id, last_hash, signature)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (chain) DO UPDATE SET
+    events = EXCLUDED.events, last_event_id = EXCLUDED.last_event_id,
+    last_hash = EXCLUDED.last_hash, signature = EXCLUDED.signature
+WHERE {_HEADS}.last_hash = %s
+"""  # noqa: S608
+# A batch of a purged chain's events, newest first.
+_DELETE_NEWEST = """
+DELETE FROM audit_auditevent WHERE id IN (
+    SELECT id FROM audit_auditevent WHERE chain = %s ORDER BY id DESC LIMIT %s
+)
+"""
 
 
-def _lock_chain(chain: str) -> None:
-    # Two transactions appending to one chain must not read the same predecessor. A run's
-    # chain is only written under that run's row lock, which every service takes first; the
-    # system chain has no such row, so a transaction-scoped advisory lock serializes it.
-    if chain == SYSTEM_CHAIN and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [chain])
+class ChainMoved(DatabaseError):
+    """Another transaction appended to the chain between reading and moving its head: this
+    transaction's events would fork the chain, so it must roll back (and may be retried)."""
 
 
-SYSTEM_CHAIN = "system"
-
-
-def _chain_head(chain: str) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT hash FROM audit_auditevent WHERE chain = %s ORDER BY id DESC LIMIT 1", [chain]
-        )
-        row = cursor.fetchone()
-    return row[0] if row else GENESIS_HASH
+def _read_heads(cursor: Any, chains: list[str]) -> dict[str, tuple[int, int, str]]:
+    """The heads of ``chains`` that exist, as (events, last event id, last hash), locked until
+    the transaction ends: the lock that serializes the writers of a chain (a run's chain is
+    also only written under its run's row lock)."""
+    marks = ", ".join(["%s"] * len(chains))
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    cursor.execute(
+        f"SELECT chain, events, last_event_id, last_hash FROM {_HEADS} "  # noqa: S608
+        f"WHERE chain IN ({marks}){lock}",
+        chains,
+    )
+    return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in cursor}
 
 
 def _write(events: list[AuditEvent]) -> None:
-    """Chain, hash and insert ``events`` (in order) with one head read per chain and one
-    INSERT (plain SQL: this runs in every transaction of the executor), then publish them
-    after commit."""
-    heads: dict[str, str] = {}
+    """Chain, hash and insert ``events`` (in order) and move their chains' heads, then publish
+    them after commit: one read of the chains' heads (locking them), one INSERT and one upsert
+    per chain (plain SQL: this runs in every transaction of the executor).
+
+    Raises:
+        ChainMoved: another transaction moved a chain's head since it was read (a chain that
+            had no head yet: nothing locked it), so these events would fork the chain.
+    """
+    chains = list(dict.fromkeys(event.chain for event in events))
+    with connection.cursor() as cursor:
+        heads = _read_heads(cursor, chains)
+    before = {chain: heads.get(chain, (0, 0, GENESIS_HASH)) for chain in chains}
+    counts = {chain: head[0] for chain, head in before.items()}
+    last: dict[str, AuditEvent] = {}
     for event in events:
-        if event.chain not in heads:
-            _lock_chain(event.chain)
-            heads[event.chain] = _chain_head(event.chain)
         fields = {name: getattr(event, name) for name in HASHED_FIELDS}
-        event.prev_hash = heads[event.chain]
-        event.hash = heads[event.chain] = event_hash(fields, event.prev_hash)
+        event.prev_hash = last[event.chain].hash if event.chain in last else before[event.chain][2]
+        event.hash = event_hash(fields, event.prev_hash)
+        last[event.chain] = event
+        counts[event.chain] += 1
     rows.insert(events)
+    with connection.cursor() as cursor:
+        for chain in chains:
+            newest, count = last[chain], counts[chain]
+            signature = head_signature(chain, count, newest.pk, newest.hash)
+            cursor.execute(
+                _UPSERT_HEAD, [chain, count, newest.pk, newest.hash, signature, before[chain][2]]
+            )
+            if cursor.rowcount != 1:
+                raise ChainMoved(f"audit chain {chain} moved while this transaction wrote it")
     publish_on_commit(events)
 
 
@@ -66,7 +104,8 @@ _buffer = _Buffer()
 @contextmanager
 def audited_atomic() -> Iterator[None]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
-    before it commits: one read of each chain's head and one INSERT, instead of both per event.
+    before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
+    instead of all of them per event.
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
@@ -106,11 +145,13 @@ def audit_record(
     ``audited_atomic`` the event is written when that block ends (its ``pk`` is None until
     then), inside a plain ``transaction.atomic`` at once. The event is chained to the previous
     event of the run's chain (``run:<run_id>``; the caller must hold the run's row lock), or of
-    the ``system`` chain when ``run_id`` is None. ``project_id`` is the run's project: who may
-    see the event.
+    the ``system`` chain when ``run_id`` is None (its head's row lock serializes its writers),
+    and the chain's signed head (``AuditChainHead``) moves to it in the same transaction.
+    ``project_id`` is the run's project: who may see the event.
 
     Raises:
         TransactionManagementError: called outside an atomic block.
+        ChainMoved: a concurrent first writer of a chain without a head won (see ``_write``).
     """
     if not connection.in_atomic_block:
         raise transaction.TransactionManagementError("audit_record needs an open transaction")
@@ -136,30 +177,101 @@ def audit_record(
     return event
 
 
-def audit_purge_chains(*, chains: list[str], batch_size: int) -> tuple[int, float]:
-    """Delete every event of ``chains`` (whole chains only), newest first, in transactions of at
-    most ``batch_size`` events; returns (events deleted, longest batch in ms).
+def audit_system(
+    *,
+    actor: Actor | None = None,
+    verb: str,
+    object_type: str,
+    object_id: Any,
+    payload: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the ``system`` chain (changes that belong to no run: users, roles,
+    logins, settings; superusers see them) and return it.
 
-    Deleting newest first keeps what is left of an interrupted purge a valid prefix of its
-    chain. Each transaction sets ``agentops.audit_purge`` so the append-only trigger lets the
-    DELETE through (migration audit 0002); nothing else may delete audit events.
+    ``actor`` defaults to whoever is acting in this context (``audit.context.current_actor``:
+    the request's user, else the process, e.g. ``manage.py createsuperuser``). Written in the
+    caller's transaction when there is one (so it commits or rolls back with the change;
+    inside ``audited_atomic`` when that block ends), else in a transaction of its own.
+    ``payload`` must be JSON-serializable; never put secrets in it.
+    """
+    with transaction.atomic(savepoint=False):
+        return audit_record(
+            actor=actor or current_actor(),
+            verb=verb,
+            object_type=object_type,
+            object_id=object_id,
+            payload=payload,
+        )
+
+
+@contextmanager
+def _as_retention_role(cursor: Any) -> Iterator[None]:
+    """Inside a transaction: act as ``RETENTION_ROLE`` with the purge flag on, which the
+    triggers require of a DELETE of audit rows (migration 0005), then switch back to the role
+    and flag of before. On an error the transaction (or savepoint) rolls both back."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    cursor.execute("SELECT current_setting('role')")
+    (role,) = cursor.fetchone()
+    cursor.execute(
+        "SELECT set_config('role', %s, true), set_config('agentops.audit_purge', 'on', true)",
+        [RETENTION_ROLE],
+    )
+    yield
+    cursor.execute(
+        "SELECT set_config('agentops.audit_purge', 'off', true), set_config('role', %s, true)",
+        [role],
+    )
+
+
+def audit_purge_chains(
+    *, chains: list[str], batch_size: int, actor: Actor | None = None
+) -> tuple[int, float]:
+    """Delete ``chains`` whole (their events and heads) for retention; returns (events deleted,
+    longest transaction in ms).
+
+    First, per group of up to 500 chains, one transaction records the purge in the ``system``
+    chain (``audit.chains_purged`` by ``actor``, default the system's retention, with
+    ``{"chains": {chain: events its head counted, or None}}``) and deletes their heads; then
+    each chain's events go newest first, in transactions of at most ``batch_size`` events.
+    What an interrupted purge leaves is a valid prefix of a chain that the system chain says
+    was purged, so verification tells a purge from a deletion. Every deletion runs as
+    ``RETENTION_ROLE`` (``SET LOCAL ROLE``) with ``agentops.audit_purge`` set: the triggers
+    refuse it to anyone else (migration 0005).
+
+    Must not run inside ``audited_atomic``. Raises ``DatabaseError`` (permission denied) when
+    the database role may not switch to ``RETENTION_ROLE`` (see the README).
     """
     deleted, longest_ms = 0, 0.0
-    for chain in chains:
-        while True:
-            started = time.monotonic()
-            with transaction.atomic(), connection.cursor() as cursor:
-                if connection.vendor == "postgresql":
-                    cursor.execute("SET LOCAL agentops.audit_purge = 'on'")
-                ids = list(
-                    AuditEvent.objects.filter(chain=chain)
-                    .order_by("-id")
-                    .values_list("id", flat=True)[:batch_size]
-                )
-                if ids:
-                    AuditEvent.objects.filter(id__in=ids).delete()
-            longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
-            deleted += len(ids)
-            if len(ids) < batch_size:
-                break
+    for start in range(0, len(chains), _PURGE_RECORD_CHAINS):
+        group = chains[start : start + _PURGE_RECORD_CHAINS]
+        started = time.monotonic()
+        with transaction.atomic(), connection.cursor() as cursor:
+            heads = _read_heads(cursor, group)
+            audit_record(
+                actor=actor or Actor.system("retention"),
+                verb=PURGE_VERB,
+                object_type="audit",
+                object_id="chains",
+                payload={"chains": {chain: heads.get(chain, (None,))[0] for chain in group}},
+            )
+            marks = ", ".join(["%s"] * len(group))
+            with _as_retention_role(cursor):
+                cursor.execute(f"DELETE FROM {_HEADS} WHERE chain IN ({marks})", group)  # noqa: S608
+        longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
+        for chain in group:
+            while True:
+                started = time.monotonic()
+                with (
+                    transaction.atomic(),
+                    connection.cursor() as cursor,
+                    _as_retention_role(cursor),
+                ):
+                    cursor.execute(_DELETE_NEWEST, [chain, batch_size])
+                    count = cursor.rowcount
+                longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
+                deleted += count
+                if count < batch_size:
+                    break
     return deleted, longest_ms

@@ -239,6 +239,7 @@ class Bench:
                 "AGENTOPS_FAST_PASSWORD_HASHING": "1",
                 "DEBUG": "0",
                 "SECRET_KEY": "benchmark-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+                "AGENTOPS_AUDIT_KEY": "benchmark-only-audit-key-0123456789-abcdefghijklmnopqrstuv",
                 "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
                 "SECURE_SSL_REDIRECT": "0",
                 "SECURE_HSTS_SECONDS": "0",
@@ -367,25 +368,25 @@ class Bench:
 
 
 def bench_users() -> dict[str, Any]:
-    """An operator and a reviewer (roles from the migrations), each with an API token.
+    """An operator and a reviewer of the default project, each with a new API token.
 
     Returns ``{"operator": user, "reviewer": user, "operator_token": key,
     "reviewer_token": key}``.
     """
-    from agentops.roles import OPERATORS, REVIEWERS
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-    from rest_framework.authtoken.models import Token
+
+    from projects.services import membership_set, project_default, token_create
 
     users: dict[str, Any] = {}
-    for name, group in (("operator", OPERATORS), ("reviewer", REVIEWERS)):
+    project = project_default()
+    for name in ("operator", "reviewer"):
         user, created = get_user_model().objects.get_or_create(username=f"bench-{name}")
         if created:
             user.set_password(BENCH_USER_PASSWORD)
             user.save()
-            user.groups.add(Group.objects.get(name=group))
+        membership_set(project=project, user=user, role=name)
         users[name] = user
-        users[f"{name}_token"] = Token.objects.get_or_create(user=user)[0].key
+        users[f"{name}_token"] = token_create(user=user, project=project, name="benchmark")[1]
     return users
 
 

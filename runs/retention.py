@@ -192,7 +192,9 @@ def retention_purge(
     if dry_run:
         report.audit_events = AuditEvent.objects.filter(chain__in=expired_chains).count()
     else:
-        report.audit_events, longest = audit_purge_chains(chains=expired_chains, batch_size=batch)
+        report.audit_events, longest = audit_purge_chains(
+            chains=expired_chains, batch_size=batch, actor=actor
+        )
         report.longest_batch_ms = max(report.longest_batch_ms, longest)
     report.seconds = time.monotonic() - began
     if not dry_run:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import transaction
+from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
 
 from agentops import celery_app
 from approvals.models import RiskRule
@@ -45,6 +47,27 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if not settings.REDIS_URL:
         raise pytest.UsageError("tests need Redis: set REDIS_URL (the README's test command does)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_may_truncate_the_audit_log() -> Iterator[None]:
+    """Let the flush after each transactional test truncate the audit tables too.
+
+    Their triggers refuse TRUNCATE unless the transaction sets ``agentops.audit_purge`` as a
+    member of the retention role (audit migration 0005); the test database's role is a
+    superuser, so a member. Only Django's flush sets the flag, in its own transaction: the
+    tests still see every other TRUNCATE, UPDATE and DELETE of audit rows refused.
+    """
+    original = PostgresOperations.execute_sql_flush
+
+    def execute_sql_flush(self: PostgresOperations, sql_list: list[str]) -> None:
+        with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            cursor.execute("SET LOCAL agentops.audit_purge = 'on'")
+            original(self, sql_list)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresOperations, "execute_sql_flush", execute_sql_flush)
+        yield
 
 
 @pytest.fixture(autouse=True)

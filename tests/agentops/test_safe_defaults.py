@@ -1,5 +1,5 @@
-"""Safe defaults: development mode only when asked for, no secret key to fall back on, a
-Content-Security-Policy on every response, the API docs served from the project."""
+"""Safe defaults: development mode only when asked for, no secret key or audit key to fall back
+on, a Content-Security-Policy on every response, the API docs served from the project."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY")}
+    unset = ("DEBUG", "SECRET_KEY", "AGENTOPS_AUDIT_KEY")
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -34,13 +35,19 @@ def test_without_debug_and_secret_key_nothing_starts():
     assert "SECRET_KEY must be set when DEBUG is off" in done.stderr
 
 
+def test_without_debug_and_audit_key_nothing_starts():
+    done = _manage("check", SECRET_KEY=secrets.token_urlsafe(60))
+    assert done.returncode != 0
+    assert "AGENTOPS_AUDIT_KEY must be set when DEBUG is off" in done.stderr
+
+
 def test_debug_is_off_unless_set_and_the_deploy_check_is_clean():
-    key = secrets.token_urlsafe(60)
+    keys = {"SECRET_KEY": secrets.token_urlsafe(60), "AGENTOPS_AUDIT_KEY": secrets.token_hex(32)}
     shown = _manage(
-        "shell", "-c", "from django.conf import settings; print(settings.DEBUG)", SECRET_KEY=key
+        "shell", "-c", "from django.conf import settings; print(settings.DEBUG)", **keys
     )
     assert shown.stdout.strip().splitlines()[-1] == "False"
-    deploy = _manage("check", "--deploy", SECRET_KEY=key, ALLOWED_HOSTS="agentops.example.com")
+    deploy = _manage("check", "--deploy", ALLOWED_HOSTS="agentops.example.com", **keys)
     assert deploy.returncode == 0, deploy.stderr
     assert "System check identified no issues" in deploy.stdout
 

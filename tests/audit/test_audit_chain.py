@@ -8,51 +8,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
-from agentops.actors import Actor
-from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from audit.models import AuditEvent
 from audit.selectors import chain_verify, chains
-from runs.models import Run, RunStatus
-from testsupport.factories import run_awaiting_approval
+from tests.audit.attacks import tamper, verify_audit
 
 pytestmark = pytest.mark.django_db
-
-EMAIL = {"to": ["customer@example.com"], "subject": "Hello", "body": "Hi."}
-
-
-@pytest.fixture
-def finished_run(operator, reviewer, django_capture_on_commit_callbacks) -> Run:
-    """A plan run that paused for approval, was approved and succeeded."""
-    run = run_awaiting_approval(
-        operator,
-        capture=django_capture_on_commit_callbacks,
-        before=[{"tool": "calculate", "args": {"expression": "6*7"}}],
-        args=EMAIL,
-        goal="audited",
-    )
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=ApprovalRequest.objects.get(run=run).pk,
-            actor=Actor.for_user(reviewer),
-            decision="approve",
-        )
-    run = Run.objects.get(pk=run.pk)
-    assert run.status == RunStatus.SUCCEEDED
-    return run
-
-
-def verify_audit(*args: str) -> str:
-    out = StringIO()
-    call_command("verify_audit", *args, stdout=out)
-    return out.getvalue()
-
-
-def tamper(sql: str, params: list) -> None:  # type: ignore[type-arg]
-    """Run ``sql`` with triggers off, as a superuser with direct database access could."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL session_replication_role = replica")
-        cursor.execute(sql, params)
 
 
 def test_chains_verify_after_a_run(finished_run):
@@ -100,7 +60,7 @@ def test_edited_payload_breaks_the_chain_at_that_event(finished_run):
     assert report.broken_at == event.pk
     assert "hash does not match" in report.reason
     out = StringIO()
-    with pytest.raises(CommandError, match="1 of 1 audit chains are broken"):
+    with pytest.raises(CommandError, match="1 of 2 audit chains are broken"):
         call_command("verify_audit", stdout=out)
     assert f"BROKEN {chain}: at event {event.pk}" in out.getvalue()
 

@@ -84,8 +84,8 @@ def test_deciding_on_your_own_run_shows_a_message(client, operator, reviewer, aw
 
 
 def test_user_without_reviewer_permission_gets_a_message(client, operator, awaiting_run):
+    client.force_login(operator)  # a login is an audit event of its own
     with assert_unchanged():
-        client.force_login(operator)
         response = decide(client, awaiting_run.approvals.get().pk, "approve")
         assert "only reviewers may decide" in response.content.decode()
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 from agentops.actors import Actor
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide
-from audit.models import AuditEvent
-from audit.selectors import chain_verify
+from audit.models import AuditChainHead, AuditEvent
+from audit.selectors import audit_verify, chain_verify
 from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
@@ -111,7 +111,10 @@ def test_audit_chains_of_deleted_runs_expire_whole(
     report = retention_purge(actor=Actor.system("retention"), now=later, batch_size=3)
     assert report["audit_events"] > 3
     assert not AuditEvent.objects.filter(chain=chain).exists()
-    assert chain_verify("system").ok
+    assert not AuditChainHead.objects.filter(chain=chain).exists()
+    purge = AuditEvent.objects.get(verb="audit.chains_purged")
+    assert list(purge.payload["chains"]) == [chain]
+    assert all(report.ok for report in audit_verify())
 
 
 def test_the_command_reports_what_it_would_do(operator, django_capture_on_commit_callbacks, capsys):

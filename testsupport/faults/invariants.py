@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from audit.models import AuditEvent
-from audit.selectors import chain_verify, chains
+from audit.selectors import audit_verify
 from runs.models import (
     RUN_TERMINAL,
     STEP_TERMINAL,
@@ -228,7 +228,8 @@ def check_invariants(
     audit_bad = _audit_mismatches(steps, runs)
     if audit_bad:
         failures.append(f"{len(audit_bad)} audit mismatches: {audit_bad[:3]}")
-    broken = [r for r in (chain_verify(c) for c in chains()) if not r.ok]
+    verified = audit_verify()
+    broken = [report for report in verified if not report.ok]
     if broken:
         failures.append(f"{len(broken)} audit chains broken: {[b.chain for b in broken[:5]]}")
 
@@ -269,6 +270,6 @@ def check_invariants(
         "runs off their plan": len(plan_failures),
         "ledger mismatches": len(ledger_mismatches),
         "audit mismatches": len(audit_bad),
-        "audit chains verified / broken": f"{len(chains()) - len(broken)} / {len(broken)}",
+        "audit chains verified / broken": f"{len(verified) - len(broken)} / {len(broken)}",
     }
     return report
