@@ -11,7 +11,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
+from audit.models import AuditEvent
 from projects.models import ApiToken
+from runs.models import Run
 from projects.services import project_default, token_rotate
 from testsupport.factories import PASSWORD, make_token, make_user
 from testsupport.state import assert_unchanged
@@ -37,10 +39,12 @@ def test_a_revoked_token_is_refused(operator):
 def test_an_expired_token_is_refused_and_removed(operator):
     token = make_token(operator, ttl_seconds=60)
     ApiToken.objects.update(expiry=timezone.now() - timedelta(seconds=1))
-    with assert_unchanged():
-        response = _api(token).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
+    response = _api(token).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
     assert response.status_code == 401
     assert not ApiToken.objects.exists()
+    assert not Run.objects.exists()
+    # The removal is audited (tests/projects/test_access_audited.py), nothing else happened.
+    assert list(AuditEvent.objects.filter(run_id__isnull=False)) == []
 
 
 def test_rotation_replaces_a_token_at_once(operator):
