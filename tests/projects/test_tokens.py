@@ -13,8 +13,8 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from audit.models import AuditEvent
 from projects.models import ApiToken
-from runs.models import Run
 from projects.services import project_default, token_rotate
+from runs.models import Run
 from testsupport.factories import PASSWORD, make_token, make_user
 from testsupport.state import assert_unchanged
 
