@@ -94,6 +94,14 @@ def test_a_post_is_retried_with_the_same_key_on_network_errors_and_5xx():
     assert len(keys) == 1
 
 
+def test_a_run_is_created_in_the_project_named():
+    answer = {"id": RUN, "status": "queued", "goal": "g", "project": "billing", "steps": []}
+    server = Server({("POST", "/api/v1/runs/"): [(201, answer)]})
+    created = run(server.client().create_run("g", project="billing"))
+    assert json.loads(posts(server)[0].content)["project"] == "billing"
+    assert created.project == "billing"
+
+
 def test_refusals_are_typed_and_retries_give_up():
     server = Server(
         {

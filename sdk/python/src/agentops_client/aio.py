@@ -110,17 +110,22 @@ class AsyncClient:
         *,
         metadata: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
+        project: str | None = None,
         idempotency_key: str | None = None,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
         ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
+        ``project``: the project's slug (default: the token's project).
 
         Raises:
-            BadRequest: a malformed goal, metadata or budget.
+            BadRequest: a malformed goal, metadata or budget, or a project outside the
+                token's.
         """
         body: dict[str, Any] = {"agent": "client", "goal": goal, "metadata": metadata or {}}
         if budget is not None:
             body["budget"] = budget
+        if project is not None:
+            body["project"] = project
         return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
 
     async def get_run(self, run_id: str) -> Run:

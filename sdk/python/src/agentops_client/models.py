@@ -59,12 +59,13 @@ class Step:
 
 @dataclass(frozen=True)
 class Run:
-    """One run: ``id``, ``status``, ``goal``, ``error``, totals ``usage_tokens`` (tokens) and
-    ``cost_usd`` (USD), its ``steps`` and the full JSON (``raw``)."""
+    """One run: ``id``, ``status``, ``goal``, ``project`` (its slug), ``error``, totals
+    ``usage_tokens`` (tokens) and ``cost_usd`` (USD), its ``steps`` and the full JSON (``raw``)."""
 
     id: str
     status: str
     goal: str
+    project: str
     error: dict[str, Any] | None
     usage_tokens: int
     cost_usd: float
@@ -77,6 +78,7 @@ class Run:
             id=str(data["id"]),
             status=data["status"],
             goal=data.get("goal", ""),
+            project=data.get("project", ""),
             error=data.get("error"),
             usage_tokens=int(data.get("usage_tokens") or 0),
             cost_usd=float(data.get("cost_usd") or 0),
