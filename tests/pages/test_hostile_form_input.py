@@ -25,8 +25,9 @@ def client_for(user) -> Client:
     [("stop\x00now", "NUL"), ("x" * 1001, "1000 characters")],
 )
 def test_a_cancel_reason_it_cannot_keep_is_a_message(operator, awaiting_run, reason, words):
+    client = client_for(operator)  # signing in is audited: before the block
     with assert_unchanged():
-        response = client_for(operator).post(
+        response = client.post(
             reverse("run-cancel", args=[awaiting_run.pk]), {"reason": reason}, follow=True
         )
     assert response.status_code == 200
@@ -45,10 +46,9 @@ def test_a_cancel_reason_it_cannot_keep_is_a_message(operator, awaiting_run, rea
 )
 def test_a_decision_it_cannot_keep_is_a_message(reviewer, awaiting_run, data, words):
     approval = awaiting_run.approvals.get()
+    client = client_for(reviewer)
     with assert_unchanged():
-        response = client_for(reviewer).post(
-            reverse("approval-decide", args=[approval.pk]), data, follow=True
-        )
+        response = client.post(reverse("approval-decide", args=[approval.pk]), data, follow=True)
     assert response.status_code == 200
     assert words in response.content.decode()
 
@@ -59,8 +59,9 @@ def test_a_decision_it_cannot_keep_is_a_message(reviewer, awaiting_run, data, wo
 )
 def test_fork_arguments_it_cannot_keep_are_a_message(operator, make_run, args, words):
     run = make_run([CALCULATE])
+    client = client_for(operator)
     with assert_unchanged():
-        response = client_for(operator).post(
+        response = client.post(
             reverse("run-fork", args=[run.pk]), {"from_index": 0, "args": args}, follow=True
         )
     assert response.status_code == 200
