@@ -53,12 +53,13 @@ def load_rules() -> list[RiskRule]:
 
 
 def classify(
-    tool_name: str, *, rules: list[RiskRule], edited: bool = False
+    tool_name: str, *, rules: list[RiskRule], edited: bool = False, declared_risk: str = ""
 ) -> tuple[str, int, str]:
     """Classify a call of ``tool_name``: ``(risk, approvals needed, reason)`` from the first of
-    ``rules`` (see ``load_rules``) whose pattern matches, else the registered tool's declared
-    risk, else ``UNKNOWN_TOOL_RISK``. Edited arguments (``edited``) always need an approval:
-    nobody but the person who edited them has seen them."""
+    ``rules`` (see ``load_rules``) whose pattern matches, else the risk the tool's own server
+    declares (``declared_risk``, a ``Risk`` value: an MCP server's annotations), else the
+    registered tool's declared risk, else ``UNKNOWN_TOOL_RISK``. Edited arguments (``edited``)
+    always need an approval: nobody but the person who edited them has seen them."""
     for rule in rules:
         if fnmatchcase(tool_name, rule.pattern):
             needed = rule.required_approvals
@@ -68,9 +69,13 @@ def classify(
             break
     else:
         tool = get_tool(tool_name)
-        risk = Risk(tool.risk) if tool else UNKNOWN_TOOL_RISK
+        if declared_risk:
+            risk, reason = Risk(declared_risk), f"its server declares {declared_risk} risk"
+        elif tool:
+            risk, reason = Risk(tool.risk), f"{tool_name} declares {tool.risk} risk"
+        else:
+            risk, reason = UNKNOWN_TOOL_RISK, f"unknown tool: {UNKNOWN_TOOL_RISK} risk"
         needed = APPROVALS_NEEDED[risk]
-        reason = f"{tool_name} declares {risk} risk" if tool else f"unknown tool: {risk} risk"
     if edited and needed < 1:
         needed, reason = 1, "arguments edited by a person"
     return risk, needed, reason
@@ -85,7 +90,12 @@ class ApprovalStepPolicy:
         rules = load_rules()
         found = []
         for request in requests:
-            risk, needed, reason = classify(request.tool, rules=rules, edited=request.edited)
+            risk, needed, reason = classify(
+                request.tool,
+                rules=rules,
+                edited=request.edited,
+                declared_risk=request.declared_risk,
+            )
             if not needed:
                 found.append(Classification(risk))
                 continue

@@ -39,11 +39,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class StepRequest:
     """A step about to be created: its ``tool`` name and ``args``; ``edited`` when a person
-    changed the arguments the agent chose (a fork with edited arguments)."""
+    changed the arguments the agent chose (a fork with edited arguments); ``declared_risk``
+    the risk the tool's own server declares (a ``Risk`` value; empty: none)."""
 
     tool: str
     args: dict[str, Any]
     edited: bool = False
+    declared_risk: str = ""
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,12 @@ class AgentKind(models.TextChoices):
     PLAN = "plan", "Fixed plan"
     CLIENT = "client", "Client app"
     TRANSCRIPT = "transcript", "Recorded transcript"
+    MCP = "mcp", "MCP client (through the gateway)"
+
+
+# Runs whose steps a client appends (and runs, for client steps) until it says it is done: a
+# client app over the REST API, or an MCP client whose tool calls pass the gateway.
+CLIENT_DRIVEN = frozenset({AgentKind.CLIENT, AgentKind.MCP})
 
 
 class Executor(models.TextChoices):

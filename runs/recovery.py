@@ -24,7 +24,7 @@ from runs.executor.gates import cancel_open_steps
 from runs.executor.ledger import ledger_outcome_unknown
 from runs.executor.record import fail_or_retry
 from runs.idempotency import idempotency_keys_purge
-from runs.models import AgentKind, OnBudgetExceeded, Run, Step, StepAttempt
+from runs.models import CLIENT_DRIVEN, AgentKind, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.statuses import RUN_CANCELLABLE, STEP_IN_FLIGHT, AttemptStatus, RunStatus, StepStatus
 from runs.transitions import lock_run, lock_run_of_step, lock_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit, retry_step_on_commit
@@ -123,7 +123,7 @@ def sweep(*, actor: Actor) -> dict[str, int]:
             | Q(status=RunStatus.RUNNING)
             & (
                 Q(steps__status=StepStatus.PENDING)
-                | ~Q(agent=AgentKind.CLIENT)
+                | ~Q(agent__in=CLIENT_DRIVEN)
                 | Q(client_done=True)
             )
         )

@@ -2,6 +2,7 @@
 
 - ``plan``: every step is given when the run is created.
 - ``client``: a client app appends steps over the API and says when it is done.
+- ``mcp``: an MCP client's session through the gateway (``gateway``), driven like ``client``.
 - ``transcript``: a recorded OpenAI chat-format conversation is replayed; each assistant tool
   call becomes a step, in order, and executing it returns the recorded ``tool`` message.
 
@@ -10,7 +11,7 @@ is finished once no step is pending. The executor then treats every run alike.
 """
 
 from agentops.errors import InvalidInput
-from runs.agents.base import Agent, ClientAgent, PlanAgent, StepSpec
+from runs.agents.base import Agent, ClientAgent, McpAgent, PlanAgent, StepSpec
 from runs.agents.transcript import TranscriptAgent, parse_transcript
 
 __all__ = ["StepSpec", "agent_for", "parse_transcript"]
@@ -20,6 +21,7 @@ _AGENTS: dict[str, Agent] = {
     "plan": PlanAgent(),
     "client": ClientAgent(),
     "transcript": TranscriptAgent(),
+    "mcp": McpAgent(),
 }
 
 

@@ -20,7 +20,8 @@ class StepSpec:
     transcript steps also carry ``tool_call_id`` and the ``recorded_result`` to replay, and the
     ``position`` of their call in the conversation. ``executor`` is ``server`` (a registered
     tool the workers run) or ``client`` (the client app runs it; ``args_schema`` is the JSON
-    Schema it gave for the arguments, possibly empty)."""
+    Schema it gave for the arguments, possibly empty). ``declared_risk`` is the risk the tool's
+    own server declares (an MCP server's annotations, read by the gateway), empty if none."""
 
     tool: str
     args: dict[str, Any]
@@ -30,6 +31,7 @@ class StepSpec:
     position: int | None = None
     executor: str = "server"
     args_schema: dict[str, Any] = field(default_factory=dict)
+    declared_risk: str = ""
 
 
 @dataclass
@@ -125,3 +127,10 @@ class ClientAgent(Agent):
     def is_finished(self, run: Run) -> bool:
         # A client run idles in `running` until the client app says it appends no more steps.
         return run.client_done
+
+
+class McpAgent(ClientAgent):
+    """An MCP client's session through the gateway: its tool calls are appended as client
+    steps, which the gateway runs against the upstream MCP server."""
+
+    kind = "mcp"

@@ -14,7 +14,7 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.executor.limits import budget_stops_run_locked
-from runs.models import AgentKind, ModelCall, Run
+from runs.models import CLIENT_DRIVEN, ModelCall, Run
 from runs.transitions import lock_run, record_event, save_run
 
 # OpenAI chat-format roles and message keys a run keeps.
@@ -142,7 +142,7 @@ def run_messages_append(
     reported = parse_usage(usage) if usage is not None else None
     with audited_atomic():
         run = lock_run(run_id)
-        if run.agent != AgentKind.CLIENT:
+        if run.agent not in CLIENT_DRIVEN:
             raise InvalidInput(f"only client runs report model turns, not {run.agent} runs")
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: no more messages can be appended")

@@ -20,7 +20,7 @@ from runs.control.conversation import add_usage_locked, parse_usage
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import AgentKind, Executor, Run, Step
+from runs.models import CLIENT_DRIVEN, Executor, Run, Step
 from runs.tools import get_tool, schema_invalid, schema_problem
 from runs.transitions import lock_run, record_transition, save_run
 from runs.wakeups import advance_run_on_commit
@@ -96,7 +96,8 @@ def create_steps(
     """Classify ``specs`` (the one at position ``edited`` has arguments a person edited),
     then insert them as pending steps of ``run`` from ``first_index`` on."""
     requests = [
-        StepRequest(spec.tool, spec.args, edited=i == edited) for i, spec in enumerate(specs)
+        StepRequest(spec.tool, spec.args, edited=i == edited, declared_risk=spec.declared_risk)
+        for i, spec in enumerate(specs)
     ]
     classes = step_policy().classify(requests)
     steps = [
@@ -187,6 +188,7 @@ def step_append(
     usage: Any = None,
     executor: str = Executor.SERVER,
     args_schema: Any = None,
+    declared_risk: str = "",
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done. The run is
     advanced in the same transaction: when nothing is in flight, the new step is already
@@ -197,6 +199,8 @@ def step_append(
     and reports its outcome when the step is ``ready`` (``runs.executor.client``). ``usage``
     (``runs.control.conversation.parse_usage``; ``model`` optional) is what the client's
     model spent choosing this call: kept on the step and added to the run's totals.
+    ``declared_risk`` (a ``Risk`` value) is what the tool's own server declares: it classifies
+    the step when no risk rule matches (the MCP gateway passes its upstream's annotations).
 
     One step past the run's step limit may be appended: when its turn comes the run fails
     (budget policy fail; the step is skipped) or it waits for approval to continue (policy
@@ -218,11 +222,12 @@ def step_append(
         [{"tool": tool, "args": args, "rationale": rationale}], field_name="step"
     )
     specs[0].executor, specs[0].args_schema = executor, args_schema or {}
+    specs[0].declared_risk = declared_risk
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     with audited_atomic():
         run = lock_run(run_id)
-        if run.agent != AgentKind.CLIENT:
+        if run.agent not in CLIENT_DRIVEN:
             raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: no more steps can be appended")

@@ -11,7 +11,7 @@ from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.agents import StepSpec
 from runs.control.create import create_steps
-from runs.models import AgentKind, Checkpoint, Run, Step
+from runs.models import CLIENT_DRIVEN, Checkpoint, Run, Step
 from runs.statuses import StepStatus
 from runs.tools import get_tool
 from runs.transitions import record_transition
@@ -49,7 +49,7 @@ def run_fork(
             f"step {not_done[0]} did not succeed: fork from index {not_done[0]} or earlier",
             field="from_index",
         )
-    later = steps[from_index:] if source.agent != AgentKind.CLIENT else []
+    later = steps[from_index:] if source.agent not in CLIENT_DRIVEN else []
     if args is not None:
         if not later:
             raise InvalidInput("there is no step at from_index whose args could be edited")

@@ -13,7 +13,7 @@ from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
 from runs.executor.gates import cancel_open_steps
-from runs.models import AgentKind, Executor, Run
+from runs.models import CLIENT_DRIVEN, Executor, Run
 from runs.statuses import RunStatus, StepStatus
 from runs.transitions import lock_run, record_event, record_transition, save_run, save_step
 from runs.wakeups import execute_step_on_commit
@@ -32,7 +32,7 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
     """
     with audited_atomic():
         run = lock_run(run_id)
-        if run.agent != AgentKind.CLIENT:
+        if run.agent not in CLIENT_DRIVEN:
             raise InvalidInput(f"only client runs are completed by their client, not {run.agent}")
         if run.is_terminal:
             raise Conflict(f"run is already {run.status}")

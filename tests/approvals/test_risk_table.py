@@ -112,3 +112,19 @@ def test_a_disabled_rule_no_longer_applies(seeded):
 
 def test_edited_arguments_always_wait_for_one_reviewer(seeded):
     assert _classify("calculate", "book_reservation", edited=True) == [("low", 1), ("high", 1)]
+
+
+def _declared(tool: str, declared: str) -> tuple[str, int, str]:
+    (found,) = ApprovalStepPolicy().classify([StepRequest(tool, {}, declared_risk=declared)])
+    approvals = int(found.params.get("approvals", 0)) if found.gate else 0
+    return found.risk, approvals, found.params.get("reason", "")
+
+
+def test_a_risk_its_server_declares_applies_only_where_no_rule_matches(seeded):
+    # No rule matches "lookup_weather": what its (MCP) server declares decides.
+    assert _declared("lookup_weather", "low") == ("low", 0, "")
+    assert _declared("wipe_disk", "high") == ("high", 1, "its server declares high risk")
+    # A rule wins over any declaration: a server cannot talk its writes down to low risk.
+    assert _declared("cancel_reservation", "low") == ("high", 1, "rule cancel_*: high risk")
+    # No declaration and no rule: unknown, so high.
+    assert _declared("lookup_weather", "") == ("high", 1, "unknown tool: high risk")
