@@ -26,8 +26,9 @@ an agent launching the server per conversation needs nothing more. A client mult
 conversations over one process (a gateway registering this server once) picks the world per
 call, without touching the tools' arguments, in the request's ``_meta``:
 ``{"agentops/world": NAME}``; a name not seen before is a fresh world (the replay's names are
-``SESSION:TASK:TRIAL``). A world lives in the database, not in the process or the MCP session,
-because the 2026 protocol has no session to hang it on and a world must outlive a restart.
+``SESSION:TASK:TRIAL``). The world is keyed by name in the database rather than held by the
+MCP session: the 2026-07-28 protocol (which the SDK's client tries first) has no handshake or
+session to hang it on, and a world must outlive a restart of the server.
 
 A write runs once per idempotency key (``tools.call``): a client that may send a write again
 (after a lost answer) gives its key as ``{"agentops/idempotency-key": KEY}`` in ``_meta`` and
