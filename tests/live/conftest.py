@@ -48,13 +48,16 @@ def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunica
 
 
 async def close_code(comm: WebsocketCommunicator) -> int:
-    """Connect and return the code the server closes with (it accepts, then closes)."""
+    """Connect and return the code the server closes with (it accepts, then closes); then
+    disconnect, as a server would once the socket is closed, so the consumer stops listening
+    on the channel layer before the test's event loop closes."""
     connected, code = await comm.connect()
-    if not connected:
-        return int(code)
-    message = await comm.receive_output(timeout=5)
-    assert message["type"] == "websocket.close", message
-    return int(message["code"])
+    if connected:
+        message = await comm.receive_output(timeout=5)
+        assert message["type"] == "websocket.close", message
+        code = message["code"]
+    await comm.disconnect()
+    return int(code)
 
 
 async def receive_events(

@@ -83,6 +83,9 @@ def test_foreign_origin_is_refused(operator):
             for name, value in comm.scope["headers"]
         ]
         connected, _ = await comm.connect()
+        # Tell the refused consumer the socket is gone, as a server would: it stops
+        # listening on the channel layer before this loop closes.
+        await comm.disconnect()
         assert not connected
 
     async_to_sync(scenario)()
@@ -138,6 +141,9 @@ def test_a_session_without_origin_is_refused(operator):
     async def scenario():
         comm = WebsocketCommunicator(application, "/ws/runs/", headers=[operator_cookie])
         connected, _ = await comm.connect()
+        # Tell the refused consumer the socket is gone, as a server would: it stops
+        # listening on the channel layer before this loop closes.
+        await comm.disconnect()
         assert not connected
 
     async_to_sync(scenario)()
@@ -163,6 +169,9 @@ def test_an_origin_that_is_not_exactly_this_site_is_refused(operator, origin):
             for name, value in comm.scope["headers"]
         ]
         connected, _ = await comm.connect()
+        # Tell the refused consumer the socket is gone, as a server would: it stops
+        # listening on the channel layer before this loop closes.
+        await comm.disconnect()
         assert not connected
 
     async_to_sync(scenario)()
@@ -178,6 +187,9 @@ def test_a_proxy_that_terminates_tls_is_believed_only_when_configured(operator, 
             for name, value in comm.scope["headers"]
         ]
         connected, _ = await comm.connect()
+        # Tell the refused consumer the socket is gone, as a server would: it stops
+        # listening on the channel layer before this loop closes.
+        await comm.disconnect()
         await comm.disconnect()
         return bool(connected)
 
