@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "channels",
     "projects",
+    "gateway",
     "audit",
     "runs",
     "approvals",
@@ -354,6 +355,11 @@ AGENTOPS_RETENTION_INTERVAL_SECONDS = env_int(
 # trip in between) for up to this many seconds, then hands the run back to the queue (0: never).
 AGENTOPS_CLAIM_NEXT_SECONDS = env_int("AGENTOPS_CLAIM_NEXT_SECONDS", 1, minimum=0)
 # Queued steps older than this (seconds) are re-sent by the sweeper: their message may be lost.
+# The MCP gateway (``gateway``): a call waiting for a reviewer sends its client a progress
+# notification this often (seconds; the MCP client's own timeout must be longer), and looks at
+# its step this often (seconds).
+AGENTOPS_MCP_PROGRESS_SECONDS = env_int("AGENTOPS_MCP_PROGRESS_SECONDS", 5, minimum=1)
+AGENTOPS_MCP_POLL_SECONDS = float(env_str("AGENTOPS_MCP_POLL_SECONDS", "0.2"))
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 
 LOGGING = {

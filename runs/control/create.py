@@ -189,6 +189,7 @@ def step_append(
     executor: str = Executor.SERVER,
     args_schema: Any = None,
     declared_risk: str = "",
+    tool_call_id: str = "",
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done. The run is
     advanced in the same transaction: when nothing is in flight, the new step is already
@@ -201,6 +202,7 @@ def step_append(
     model spent choosing this call: kept on the step and added to the run's totals.
     ``declared_risk`` (a ``Risk`` value) is what the tool's own server declares: it classifies
     the step when no risk rule matches (the MCP gateway passes its upstream's annotations).
+    ``tool_call_id`` is the client's own id for the call (kept on the step, never changed).
 
     One step past the run's step limit may be appended: when its turn comes the run fails
     (budget policy fail; the step is skipped) or it waits for approval to continue (policy
@@ -223,6 +225,7 @@ def step_append(
     )
     specs[0].executor, specs[0].args_schema = executor, args_schema or {}
     specs[0].declared_risk = declared_risk
+    specs[0].tool_call_id = tool_call_id
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     with audited_atomic():

@@ -1,0 +1,156 @@
+"""The gateway's bookkeeping (synchronous, in the database): an MCP session's run, a tool
+call's step, the outcome reported back.
+
+Each MCP session (its ``Mcp-Session-Id``) through ``/mcp/<upstream>/`` is a run of agent kind
+``mcp`` in the project of the token that opened it; each ``tools/call`` is a client step of
+that run, classified by the risk rules first and else by the tool's MCP annotations
+(``declared_risk``). The same call repeated in the same session while its step is still open
+(a client that lost its connection while a reviewer decided) is the same step: its
+``tool_call_id`` is a digest of the tool and the arguments as the client sent them, which a
+reviewer's edits do not change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agentops.actors import Actor
+from gateway.models import McpSession, Upstream
+from projects.models import Project
+from runs.control.create import run_create, step_append
+from runs.executor import client
+from runs.models import Executor, Step
+from runs.statuses import StepStatus
+
+# Steps of a call still on its way: a repeat of the call joins them.
+OPEN = (
+    StepStatus.PENDING,
+    StepStatus.WAITING,
+    StepStatus.READY,
+    StepStatus.QUEUED,
+    StepStatus.RUNNING,
+    StepStatus.WAITING_RETRY,
+)
+
+
+def declared_risk(tool: dict[str, Any] | None) -> str:
+    """The risk an MCP tool's annotations declare: ``low`` when ``readOnlyHint``; otherwise
+    ``high`` (a tool that may write, or reach the open world: MCP's defaults for a tool that
+    says nothing are ``destructiveHint`` and ``openWorldHint`` true). Source: the MCP
+    specification's ``ToolAnnotations``."""
+    annotations = (tool or {}).get("annotations") or {}
+    return "low" if annotations.get("readOnlyHint") is True else "high"
+
+
+def call_id(tool: str, args: dict[str, Any]) -> str:
+    """The identity of one call as its client sent it: ``mcp:`` and a SHA-256 of the tool
+    name and the canonical JSON of the arguments."""
+    text = json.dumps([tool, args], sort_keys=True, separators=(",", ":"))
+    return "mcp:" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def session_run(
+    *, upstream: Upstream, session_id: str, actor: Actor, project_id: int, client_info: Any
+) -> uuid.UUID:
+    """The run of MCP session ``session_id``, created with its first call: goal "MCP session
+    of <client> through <upstream>", the client's name and version in its metadata."""
+    found = McpSession.objects.filter(session_id=session_id).values_list("run_id", flat=True)
+    if run_id := found.first():
+        return run_id
+    info: dict[str, str] = {}
+    if client_info is not None:
+        info = {
+            "name": str(getattr(client_info, "name", "")),
+            "version": str(getattr(client_info, "version", "")),
+        }
+    label = info.get("name") or "an MCP client"
+    try:
+        with transaction.atomic():
+            run = run_create(
+                actor=actor,
+                agent="mcp",
+                goal=f"MCP session of {label} through {upstream.name}",
+                metadata={
+                    "mcp": {"upstream": upstream.name, "session": session_id, "client": info}
+                },
+                project=Project.objects.get(pk=project_id),
+            )
+            McpSession.objects.create(session_id=session_id, upstream=upstream, run=run)
+    except IntegrityError:  # another request of the session created it first
+        return McpSession.objects.values_list("run_id", flat=True).get(session_id=session_id)
+    return run.pk
+
+
+@dataclass(frozen=True)
+class CallStep:
+    """A call's step as the gateway needs it: ``status``, final ``args`` (a reviewer may have
+    edited them), ``idempotency_key``, the ``error`` when refused or failed, ``result`` when
+    it succeeded."""
+
+    id: int
+    run_id: uuid.UUID
+    status: str
+    args: dict[str, Any]
+    idempotency_key: str
+    error: dict[str, Any] | None
+    result: Any
+
+    @classmethod
+    def of(cls, step: Step) -> CallStep:
+        return cls(
+            step.pk,
+            step.run_id,
+            step.status,
+            step.args,
+            step.idempotency_key,
+            step.error,
+            step.result,
+        )
+
+
+def call_step(
+    *, run_id: uuid.UUID, actor: Actor, tool: str, args: dict[str, Any], spec: dict[str, Any] | None
+) -> CallStep:
+    """The step of this call: the open step of the same call in the run (a repeat), else a
+    new client step (arguments checked against the tool's input schema, risk from its
+    annotations where no rule matches), moved on as far as it goes.
+
+    Raises:
+        InvalidInput: the arguments fail the tool's schema.
+        Conflict: the run is finished.
+    """
+    key = call_id(tool, args)
+    repeat = (
+        Step.objects.filter(run_id=run_id, tool_call_id=key, status__in=OPEN).order_by("-index")
+    ).first()
+    if repeat is not None:
+        return CallStep.of(repeat)
+    step = step_append(
+        actor=actor,
+        run_id=run_id,
+        tool=tool,
+        args=args,
+        executor=Executor.CLIENT,
+        args_schema=(spec or {}).get("inputSchema") or None,
+        declared_risk=declared_risk(spec),
+        tool_call_id=key,
+    )
+    return step_state(step.pk)
+
+
+def step_state(step_id: int) -> CallStep:
+    """The step as it is now."""
+    return CallStep.of(Step.objects.get(pk=step_id))
+
+
+def step_outcome(*, actor: Actor, step: CallStep, report: dict[str, Any]) -> CallStep:
+    """Record what the upstream answered (``{"result": ...}``) or that its outcome is unknown
+    (``{"outcome": "unknown"}``) on a ready step (``runs.executor.client.step_report``)."""
+    client.step_report(actor=actor, run_id=step.run_id, step_id=step.id, report=report)
+    return step_state(step.id)

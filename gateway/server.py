@@ -1,0 +1,294 @@
+"""The gateway endpoint: ``/mcp/<upstream>/``, an MCP server (streamable HTTP, the ``mcp``
+SDK's session manager) in front of each upstream.
+
+A request must carry an agentops API token (``Authorization: Bearer <token>``, or ``Token
+<token>``) whose user may create and drive runs in the token's project: else 401 or 403, before
+any MCP message is read. ``tools/list`` answers the upstream's tools. ``tools/call`` becomes a
+step of the session's run (``gateway.calls``): a call that needs no approval is forwarded at
+once; one that waits for a reviewer keeps its request open, with a progress notification every
+``AGENTOPS_MCP_PROGRESS_SECONDS`` (when the client asked for progress), until the approval is
+decided. Approved, the upstream receives exactly the step's arguments as approved (edits
+included) and the step's idempotency key in ``_meta`` (``agentops/idempotency-key``); rejected
+or expired, the client gets an ``isError`` result with the reason and the upstream is never
+called. A connection lost during the upstream call leaves the step's outcome unknown: it is
+not repeated.
+
+Sessions are the handshake-era kind (``initialize``, ``Mcp-Session-Id``): a session is what
+makes a run, so ``server/discover`` is answered "method not found" and clients fall back to
+the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.utils import timezone
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    METHOD_NOT_FOUND,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    RequestParams,
+    TextContent,
+    Tool,
+)
+from rest_framework.exceptions import AuthenticationFailed
+
+from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
+from agentops.tokens import TokenAuthentication
+from gateway import calls
+from gateway.models import Upstream
+from gateway.upstream import UpstreamLost, UpstreamSpec, UpstreamUnavailable, fetch_tools, pool
+from projects.access import Access
+from runs.statuses import StepStatus
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/mcp/"
+# What a token's user must hold in its project to use the gateway: a session is a run they
+# create, each call a step they append.
+NEEDED = ("runs.add_run", "runs.drive_run")
+DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the ``actor`` recorded on runs and steps, and the token's project."""
+
+    actor: Actor
+    project_id: int
+
+
+def _text_result(text: str, *, error: bool = True) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
+
+
+def _authenticate(authorization: str) -> tuple[Any, Any] | None:
+    keyword, _, key = authorization.partition(" ")
+    if keyword.lower() not in ("bearer", "token") or not key.strip():
+        return None
+    try:
+        return TokenAuthentication().authenticate_credentials(key.strip().encode())
+    except (AuthenticationFailed, UnicodeEncodeError):
+        return None
+
+
+def _enabled_upstream(name: str) -> Upstream | None:
+    return Upstream.objects.filter(name=name, enabled=True).first()
+
+
+async def _answer(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Mounted:
+    """The MCP server of one upstream and its running session manager."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.server: Server[Any] = Server(
+            f"agentops gateway to {name}",
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+        self.server.add_request_handler("server/discover", RequestParams, self._no_discover)
+        self.manager = StreamableHTTPSessionManager(app=self.server)
+        self._started = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._serve())
+        await self._started.wait()
+
+    async def _serve(self) -> None:
+        async with self.manager.run():
+            self._started.set()
+            await asyncio.Event().wait()
+
+    async def _no_discover(self, ctx: Any, params: Any) -> Any:
+        raise MCPError(METHOD_NOT_FOUND, "server/discover: this gateway speaks the handshake")
+
+    async def _upstream(self) -> Upstream:
+        upstream = await database_sync_to_async(_enabled_upstream)(self.name)
+        if upstream is None:
+            raise MCPError(METHOD_NOT_FOUND, f"upstream {self.name} is gone")
+        if not upstream.tools:
+            upstream.tools = await fetch_tools(UpstreamSpec.of(upstream))
+            upstream.tools_fetched_at = timezone.now()
+            await database_sync_to_async(upstream.save)(update_fields=["tools", "tools_fetched_at"])
+        return upstream
+
+    async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        """The upstream's tools, as last fetched."""
+        upstream = await self._upstream()
+        return ListToolsResult(tools=[Tool.model_validate(tool) for tool in upstream.tools])
+
+    async def call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        """One ``tools/call``: its step, the wait for a reviewer if it needs one, the upstream
+        call exactly once, its outcome recorded (see the module docstring)."""
+        caller: Caller = ctx.request.scope["agentops.caller"]
+        session_id = ctx.request.headers.get("mcp-session-id") or ""
+        if not session_id:
+            return _text_result("agentops: this gateway needs an MCP session (initialize first)")
+        upstream = await self._upstream()
+        tool = upstream.tool(params.name)
+        if tool is None:
+            return _text_result(f"agentops: {upstream.name} has no tool {params.name!r}")
+        client_params = ctx.session.client_params
+        try:
+            run_id = await database_sync_to_async(calls.session_run)(
+                upstream=upstream,
+                session_id=session_id,
+                actor=caller.actor,
+                project_id=caller.project_id,
+                client_info=client_params.client_info if client_params else None,
+            )
+            step = await database_sync_to_async(calls.call_step)(
+                run_id=run_id,
+                actor=caller.actor,
+                tool=params.name,
+                args=dict(params.arguments or {}),
+                spec=tool,
+            )
+        except (InvalidInput, Conflict) as exc:
+            return _text_result(f"agentops refused the call: {exc}")
+        step = await self._decided(ctx, params, step)
+        if step.status == StepStatus.READY:
+            return await self._forward(UpstreamSpec.of(upstream), params.name, step, caller)
+        return self._settled(step)
+
+    async def _decided(
+        self, ctx: Any, params: CallToolRequestParams, step: calls.CallStep
+    ) -> calls.CallStep:
+        """The step once it no longer waits (for a reviewer, or for earlier steps)."""
+        token = (params.meta or {}).get("progressToken") if params.meta else None
+        every = settings.AGENTOPS_MCP_PROGRESS_SECONDS
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        ticks = 0
+        while step.status in DECIDING:
+            await asyncio.sleep(settings.AGENTOPS_MCP_POLL_SECONDS)
+            step = await database_sync_to_async(calls.step_state)(step.id)
+            if token is not None and loop.time() - last >= every:
+                ticks += 1
+                last = loop.time()
+                await ctx.session.send_progress_notification(
+                    token,
+                    progress=ticks,
+                    message=f"{params.name}: waiting for a reviewer's approval",
+                    related_request_id=ctx.request_id,
+                )
+        return step
+
+    async def _forward(
+        self, spec: UpstreamSpec, tool: str, step: calls.CallStep, caller: Caller
+    ) -> CallToolResult:
+        flight = _in_flight.get(step.id)
+        if flight is not None:  # the same call, repeated while this process forwards it
+            return await asyncio.shield(flight)
+        future: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
+        _in_flight[step.id] = future
+        try:
+            result = await self._call_upstream(spec, tool, step, caller)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            del _in_flight[step.id]
+
+    async def _call_upstream(
+        self, spec: UpstreamSpec, tool: str, step: calls.CallStep, caller: Caller
+    ) -> CallToolResult:
+        meta = {"agentops/idempotency-key": step.idempotency_key}
+        record = database_sync_to_async(calls.step_outcome)
+        try:
+            result = await pool.call_tool(spec, tool, step.args, meta)
+        except UpstreamUnavailable as exc:
+            report = {
+                "error": {"type": "upstream_unavailable", "message": str(exc), "retryable": True}
+            }
+            await record(actor=caller.actor, step=step, report=report)
+            return _text_result(f"agentops: the upstream is unavailable ({exc}); try again")
+        except UpstreamLost as exc:
+            await record(actor=caller.actor, step=step, report={"outcome": "unknown"})
+            return _text_result(
+                f"agentops: the connection to the upstream broke during the call ({exc}): "
+                "whether it took effect is unknown, so it is not repeated; an operator settles it"
+            )
+        answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        await record(actor=caller.actor, step=step, report={"result": answer})
+        return result
+
+    @staticmethod
+    def _settled(step: calls.CallStep) -> CallToolResult:
+        if step.status == StepStatus.SUCCEEDED and isinstance(step.result, dict):
+            return CallToolResult.model_validate(step.result)
+        error = step.error or {}
+        reason = error.get("reason") or error.get("message") or step.status
+        return _text_result(f"agentops: the call was {step.status}: {reason}")
+
+
+_in_flight: dict[int, asyncio.Future[CallToolResult]] = {}
+
+
+class Gateway:
+    """The ASGI app of ``/mcp/<upstream>/``: authenticate, then hand the request to that
+    upstream's MCP session manager (started on first use in this process's event loop)."""
+
+    def __init__(self) -> None:
+        self._mounted: dict[str, _Mounted] = {}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        name = scope["path"][len(PREFIX) :].split("/", 1)[0]
+        upstream = await database_sync_to_async(_enabled_upstream)(name)
+        if upstream is None:
+            await _answer(send, 404, f"no MCP upstream {name!r}", [])
+            return
+        authorization = next(
+            (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
+        )
+        found = await database_sync_to_async(_authenticate)(authorization)
+        if found is None:
+            challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
+            await _answer(send, 401, "an agentops API token is required", challenge)
+            return
+        user, token = found
+        access = Access.of(user, token)
+        if not all(await database_sync_to_async(_can)(access, token.project_id)):
+            await _answer(send, 403, "your role in this project cannot run tools", [])
+            return
+        caller = Caller(Actor.for_user(user, via_api=True), token.project_id)
+        mounted = self._mounted.get(name)
+        if mounted is None:
+            mounted = self._mounted[name] = _Mounted(name)
+        await mounted.start()
+        await mounted.manager.handle_request({**scope, "agentops.caller": caller}, receive, send)
+
+
+def _can(access: Access, project_id: int) -> list[bool]:
+    return [access.can(perm, project_id) for perm in NEEDED]
+
+
+gateway = Gateway()

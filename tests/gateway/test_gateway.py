@@ -1,0 +1,156 @@
+"""The MCP gateway against a real daphne server, driven by the ``mcp`` SDK's client: tools are
+listed from the upstream; a read-only call returns at once; a destructive call waits until a
+second person approves it, then the upstream receives exactly the approved arguments; a
+rejected call returns ``isError`` with the reason and the upstream sees nothing. What the
+upstream received is read from its own log, not from agentops."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from agentops.actors import Actor
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from gateway.models import McpSession
+from gateway.services import upstream_register
+from runs.models import Run, Step
+from testsupport.factories import make_token, make_user
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def upstream_log(tmp_path: Path) -> Path:
+    return tmp_path / "upstream.jsonl"
+
+
+@pytest.fixture
+def bank(seeded: None, upstream_log: Path) -> Any:
+    command = f"{sys.executable} -m tests.gateway.upstream_server --log {upstream_log}"
+    return upstream_register(name=f"bank-{upstream_log.parent.name[-8:]}", command=command)
+
+
+def seen(log: Path) -> list[dict[str, Any]]:
+    """The calls the upstream received, in order."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def text(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@asynccontextmanager
+async def gateway_client(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with Client(streamable_http_client(url, http_client=http), **options) as client:
+        yield client
+
+
+def wait_for_approval(timeout: float = 30) -> ApprovalRequest:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = ApprovalRequest.objects.filter(status="pending").first()
+        if found is not None:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("no approval request was opened")
+
+
+def test_tools_pass_the_gateway_under_approvals(asgi_server, bank, upstream_log, operator):
+    reviewer = make_user("rita-gw", "reviewer")
+    token = make_token(operator)
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+
+    async def scenario() -> None:
+        async with gateway_client(url, token) as client:
+            listed = await client.list_tools()
+            assert [t.name for t in listed.tools] == ["lookup", "transfer", "slow"]
+            assert listed.tools[1].annotations is not None
+            assert listed.tools[1].annotations.destructive_hint is True
+
+            looked = await client.call_tool("lookup", {"account": "A-1"})
+            assert not looked.is_error
+            assert json.loads(text(looked)) == {"tool": "lookup", "args": {"account": "A-1"}}
+
+            # A transfer waits for a reviewer: the upstream has not seen it meanwhile.
+            call = asyncio.ensure_future(client.call_tool("transfer", {"to": "B", "amount": 9}))
+            approval = await asyncio.to_thread(wait_for_approval)
+            assert not call.done()
+            assert [c["tool"] for c in seen(upstream_log)] == ["lookup"]
+            await asyncio.to_thread(
+                approval_decide,
+                approval_id=approval.pk,
+                actor=Actor.for_user(reviewer),
+                decision="approve",
+                comment="ok",
+                args={"to": "B", "amount": 7},
+            )
+            done = await asyncio.wait_for(call, 30)
+            assert json.loads(text(done)) == {"tool": "transfer", "args": {"to": "B", "amount": 7}}
+
+            # A rejected transfer: isError with the reason; the upstream never sees it.
+            refused = asyncio.ensure_future(
+                client.call_tool("transfer", {"to": "C", "amount": 500})
+            )
+            approval = await asyncio.to_thread(wait_for_approval)
+            await asyncio.to_thread(
+                approval_decide,
+                approval_id=approval.pk,
+                actor=Actor.for_user(reviewer),
+                decision="reject",
+                comment="far too much",
+            )
+            result = await asyncio.wait_for(refused, 30)
+            assert result.is_error
+            assert "far too much" in text(result)
+
+    asyncio.run(scenario())
+    calls = seen(upstream_log)
+    assert [(c["tool"], c["args"]) for c in calls] == [
+        ("lookup", {"account": "A-1"}),
+        ("transfer", {"to": "B", "amount": 7}),
+    ]
+    # The session is one run of agent kind mcp; each call one step, with its outcome.
+    session = McpSession.objects.get()
+    run = Run.objects.get(pk=session.run_id)
+    assert run.agent == "mcp"
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert [(s.tool, s.status) for s in steps] == [
+        ("lookup", "succeeded"),
+        ("transfer", "succeeded"),
+        ("transfer", "rejected"),
+    ]
+    assert calls[1]["meta"]["agentops/idempotency-key"] == steps[1].idempotency_key
+
+
+def test_a_request_without_a_valid_token_or_role_is_refused(asgi_server, bank):
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    assert httpx2.post(url, json=body, headers=headers).status_code == 401
+    bad = {**headers, "Authorization": "Bearer " + "0" * 64}
+    assert httpx2.post(url, json=body, headers=bad).status_code == 401
+    viewer = make_user("vic", "viewer")
+    as_viewer = {**headers, "Authorization": f"Bearer {make_token(viewer)}"}
+    assert httpx2.post(url, json=body, headers=as_viewer).status_code == 403
+    unknown = f"{asgi_server.url}/mcp/no-such-upstream/"
+    assert httpx2.post(unknown, json=body, headers=as_viewer).status_code == 404
+    assert not Run.objects.exists()
