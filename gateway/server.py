@@ -8,7 +8,8 @@ step of the session's run (``gateway.calls``): a call that needs no approval is 
 once; one that waits for a reviewer keeps its request open, with a progress notification every
 ``AGENTOPS_MCP_PROGRESS_SECONDS`` (when the client asked for progress), until the approval is
 decided. Approved, the upstream receives exactly the step's arguments as approved (edits
-included) and the step's idempotency key in ``_meta`` (``agentops/idempotency-key``); rejected
+included), and in ``_meta`` the client's own entries plus the step's idempotency key
+(``agentops/idempotency-key``) and the session's run id (``agentops/run``); rejected
 or expired, the client gets an ``isError`` result with the reason and the upstream is never
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated.
@@ -174,7 +175,10 @@ class _Mounted:
             return _text_result(f"agentops refused the call: {exc}")
         step = await self._decided(ctx, params, step)
         if step.status == StepStatus.READY:
-            return await self._forward(UpstreamSpec.of(upstream), params.name, step, caller)
+            meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
+            meta |= {"agentops/run": str(run_id), "agentops/idempotency-key": step.idempotency_key}
+            upstream_call = (UpstreamSpec.of(upstream), params.name, meta)
+            return await self._forward(upstream_call, step, caller)
         return self._settled(step)
 
     async def _decided(
@@ -201,7 +205,10 @@ class _Mounted:
         return step
 
     async def _forward(
-        self, spec: UpstreamSpec, tool: str, step: calls.CallStep, caller: Caller
+        self,
+        upstream_call: tuple[UpstreamSpec, str, dict[str, Any]],
+        step: calls.CallStep,
+        caller: Caller,
     ) -> CallToolResult:
         flight = _in_flight.get(step.id)
         if flight is not None:  # the same call, repeated while this process forwards it
@@ -209,7 +216,7 @@ class _Mounted:
         future: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
         _in_flight[step.id] = future
         try:
-            result = await self._call_upstream(spec, tool, step, caller)
+            result = await self._call_upstream(*upstream_call, step=step, caller=caller)
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -219,9 +226,14 @@ class _Mounted:
             del _in_flight[step.id]
 
     async def _call_upstream(
-        self, spec: UpstreamSpec, tool: str, step: calls.CallStep, caller: Caller
+        self,
+        spec: UpstreamSpec,
+        tool: str,
+        meta: dict[str, Any],
+        *,
+        step: calls.CallStep,
+        caller: Caller,
     ) -> CallToolResult:
-        meta = {"agentops/idempotency-key": step.idempotency_key}
         record = database_sync_to_async(calls.step_outcome)
         try:
             result = await pool.call_tool(spec, tool, step.args, meta)

@@ -24,10 +24,19 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, RequestParamsMeta, TextContent
+from mcp.types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    RequestParamsMeta,
+    TextContent,
+)
 
 logger = logging.getLogger(__name__)
 
+# Errors the SDK raises for a call whose answer never came (the connection closed, or the
+# request timed out): the upstream may have acted.
+_LOST = (CONNECTION_CLOSED, REQUEST_TIMEOUT)
 # Seconds to wait for an upstream to start and answer its handshake.
 CONNECT_TIMEOUT = 30.0
 
@@ -185,6 +194,9 @@ class UpstreamPool:
                 name, arguments, meta=cast(RequestParamsMeta, meta) if meta else None
             )
         except MCPError as exc:
+            if exc.code in _LOST:
+                connection.done.set()
+                raise UpstreamLost(f"{spec.name}: {exc}") from exc
             # The upstream answered with a protocol error: it refused the call.
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         except Exception as exc:

@@ -24,11 +24,14 @@ One τ-bench conversation needs a world of its own. A stdio server is one proces
 connection, so by default each process, and with it each MCP session, gets its own fresh world:
 an agent launching the server per conversation needs nothing more. A client multiplexing many
 conversations over one process (a gateway registering this server once) picks the world per
-call, without touching the tools' arguments, in the request's ``_meta``:
-``{"agentops/world": NAME}``; a name not seen before is a fresh world (the replay's names are
-``SESSION:TASK:TRIAL``). The world is keyed by name in the database rather than held by the
-MCP session: the 2026-07-28 protocol (which the SDK's client tries first) has no handshake or
-session to hang it on, and a world must outlive a restart of the server.
+call, without touching the tools' arguments, in the request's ``_meta``: ``{"agentops/world":
+NAME}``; a name not seen before is a fresh world (the replay's names are
+``SESSION:TASK:TRIAL``). Behind the agentops gateway, which names each call's run (one per MCP
+session) as ``{"agentops/run": ID}``, a session without a world of its own gets the fresh world
+``run:ID``: one conversation per session, as with a process per session. The world is keyed by
+name in the database rather than held by the MCP session: the 2026-07-28 protocol (which the
+SDK's client tries first) has no handshake or session to hang it on, and a world must outlive a
+restart of the server.
 
 A write runs once per idempotency key (``tools.call``): a client that may send a write again
 (after a lost answer) gives its key as ``{"agentops/idempotency-key": KEY}`` in ``_meta`` and
@@ -56,6 +59,8 @@ from examples.airline import tools
 from examples.airline.store import DEFAULT_DATA_DIR, DEFAULT_DSN, Store
 
 WORLD_META = "agentops/world"
+# The gateway names the agentops run of the MCP session a call belongs to.
+RUN_META = "agentops/run"
 IDEMPOTENCY_META = "agentops/idempotency-key"
 # Writes whose repeat with the same arguments changes nothing: they set values, and the
 # price of the repeat is 0, so no payment is taken again. The others add a reservation, a
@@ -139,11 +144,12 @@ def build_server(airline: Airline, data_dir: Path = DEFAULT_DATA_DIR) -> Server[
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         meta = params.meta or {}
-        world = str(meta.get(WORLD_META) or airline.world)
+        run = meta.get(RUN_META)
+        world = str(meta.get(WORLD_META) or (f"run:{run}" if run else airline.world))
         key = str(meta.get(IDEMPOTENCY_META) or f"mcp:{uuid.uuid4()}")
-        run = functools.partial(airline.call, world, params.name, params.arguments or {}, key)
+        call = functools.partial(airline.call, world, params.name, params.arguments or {}, key)
         try:
-            output = await anyio.to_thread.run_sync(run)
+            output = await anyio.to_thread.run_sync(call)
         except Exception as exc:
             # As τ-bench's environment answers a call its tool raised on.
             logger.info("airline tool %r failed on world %r: %r", params.name, world, exc)

@@ -1,0 +1,105 @@
+"""The MCP gateway under faults: an upstream killed in the middle of a call, and a client that
+gives up waiting for an approval and sends the same call again. No call reaches the upstream
+twice, no run is left stuck; what the upstream received is read from its own log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from agentops.actors import Actor
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from gateway.models import McpSession
+from runs.models import Run, Step
+from tests.gateway.conftest import gateway_client, seen, text
+from testsupport.factories import make_token, make_user
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def _wait(predicate, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_an_upstream_killed_mid_call_leaves_the_outcome_unknown_and_is_restarted(
+    asgi_server, bank, upstream_log, operator
+):
+    token = make_token(operator)
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+
+    async def first_session() -> str:
+        async with gateway_client(url, token) as client:
+            call = asyncio.ensure_future(client.call_tool("slow", {"seconds": 30}))
+            started = await asyncio.to_thread(
+                _wait, lambda: [c for c in seen(upstream_log) if c["tool"] == "slow"]
+            )
+            os.kill(started[0]["pid"], signal.SIGKILL)
+            result = await asyncio.wait_for(call, 30)
+            assert result.is_error
+            return text(result)
+
+    message = asyncio.run(first_session())
+    assert "unknown" in message
+    step = Step.objects.get(tool="slow")
+    assert step.status == "failed"
+    assert step.error["type"] == "outcome_unknown"
+    # Its run is not left running: it failed with the unknown outcome, for an operator.
+    assert Run.objects.get(pk=step.run_id).status == "failed"
+
+    async def second_session() -> str:
+        async with gateway_client(url, token) as client:
+            return text(await client.call_tool("lookup", {"account": "A-2"}))
+
+    assert "A-2" in asyncio.run(second_session())
+    calls = seen(upstream_log)
+    assert [c["tool"] for c in calls] == ["slow", "lookup"]
+    assert calls[0]["pid"] != calls[1]["pid"]  # a new upstream process
+
+
+def test_a_call_repeated_while_it_waits_for_approval_is_the_same_call(
+    asgi_server, bank, upstream_log, operator
+):
+    reviewer = make_user("rex-gw", "reviewer")
+    token = make_token(operator)
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+    args = {"to": "D", "amount": 42}
+
+    async def scenario() -> tuple[str, str]:
+        async with gateway_client(url, token) as client:
+            first = asyncio.ensure_future(client.call_tool("transfer", args))
+            approval = await asyncio.to_thread(
+                _wait, lambda: ApprovalRequest.objects.filter(status="pending").first()
+            )
+            first.cancel()  # the client gives up waiting...
+            again = asyncio.ensure_future(client.call_tool("transfer", args))  # ...and repeats
+            await asyncio.sleep(1)
+            assert await asyncio.to_thread(ApprovalRequest.objects.count) == 1
+            await asyncio.to_thread(
+                approval_decide,
+                approval_id=approval.pk,
+                actor=Actor.for_user(reviewer),
+                decision="approve",
+                comment="ok",
+            )
+            result = await asyncio.wait_for(again, 30)
+            return text(result), str(result.is_error)
+
+    answer, is_error = asyncio.run(scenario())
+    assert is_error == "False"
+    assert '"amount": 42' in answer
+    assert [(c["tool"], c["args"]) for c in seen(upstream_log)] == [("transfer", args)]
+    (session,) = McpSession.objects.all()
+    assert list(Step.objects.filter(run_id=session.run_id).values_list("tool", "status")) == [
+        ("transfer", "succeeded")
+    ]
