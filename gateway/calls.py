@@ -12,6 +12,7 @@ reviewer's edits do not change.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -21,9 +22,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentops.actors import Actor
+from agentops.errors import Conflict
 from gateway.models import McpSession, Upstream
 from projects.models import Project
 from runs.control.create import run_create, step_append
+from runs.control.lifecycle import run_complete
 from runs.executor import client
 from runs.models import Executor, Step
 from runs.statuses import StepStatus
@@ -85,6 +88,18 @@ def session_run(
     except IntegrityError:  # another request of the session created it first
         return McpSession.objects.values_list("run_id", flat=True).get(session_id=session_id)
     return run.pk
+
+
+def session_end(*, session_id: str, actor: Actor) -> None:
+    """The client ended MCP session ``session_id``: its run is complete (it succeeds once its
+    steps are done). Nothing happens for a session that made no call, or whose run already
+    ended or was completed."""
+    run_id = McpSession.objects.filter(session_id=session_id).values_list("run_id", flat=True)
+    found = run_id.first()
+    if found is None:
+        return
+    with contextlib.suppress(Conflict):
+        run_complete(run_id=found, actor=actor)
 
 
 @dataclass(frozen=True)

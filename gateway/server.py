@@ -12,7 +12,7 @@ included), and in ``_meta`` the client's own entries plus the step's idempotency
 (``agentops/idempotency-key``) and the session's run id (``agentops/run``); rejected
 or expired, the client gets an ``isError`` result with the reason and the upstream is never
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
-not repeated.
+not repeated. A session the client ends (``DELETE``) completes its run.
 
 Sessions are the handshake-era kind (``initialize``, ``Mcp-Session-Id``): a session is what
 makes a run, so ``server/discover`` is answered "method not found" and clients fall back to
@@ -22,6 +22,7 @@ the handshake.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -174,6 +175,11 @@ class _Mounted:
         except (InvalidInput, Conflict) as exc:
             return _text_result(f"agentops refused the call: {exc}")
         step = await self._decided(ctx, params, step)
+        sent = dict(params.arguments or {})
+        if step.args == sent:
+            # The approved arguments are the client's: send them as it ordered them (the
+            # database keeps JSON objects with its own key order, and tools may echo it).
+            step = dataclasses.replace(step, args=sent)
         if step.status == StepStatus.READY:
             meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
             meta |= {"agentops/run": str(run_id), "agentops/idempotency-key": step.idempotency_key}
@@ -296,6 +302,15 @@ class Gateway:
         if mounted is None:
             mounted = self._mounted[name] = _Mounted(name)
         await mounted.start()
+        session_id = next(
+            (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"mcp-session-id"), ""
+        )
+        if scope.get("method") == "DELETE" and session_id:
+            # The client ends its session: its run appends no more steps (done before the
+            # answer, so a client that saw its session end finds its run complete).
+            await database_sync_to_async(calls.session_end)(
+                session_id=session_id, actor=caller.actor
+            )
         await mounted.manager.handle_request({**scope, "agentops.caller": caller}, receive, send)
 
 

@@ -51,7 +51,17 @@ class _Outputs(RunHooks[Any]):
         self.seen: list[tuple[str, str]] = []
 
     async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: object) -> None:
-        self.seen.append((tool.name, str(result)))
+        self.seen.append((tool.name, _text(result)))
+
+
+def _text(result: object) -> str:
+    """The text of an MCP tool's output as the Agents SDK hands it over: a text content item
+    (``{"type": "text", "text": ...}``), a list of them, or already a string."""
+    if isinstance(result, dict) and result.get("type") == "text":
+        return str(result.get("text", ""))
+    if isinstance(result, list):
+        return "".join(_text(item) for item in result)
+    return str(result)
 
 
 async def replay_one(
@@ -101,7 +111,9 @@ async def replay_one(
     ):
         found.calls += 1
         if tool != want_tool or not same_output(tool, got, output):
-            found.mismatches.append((index, tool, got[:200], output[:200]))
+            at = next((i for i, (a, b) in enumerate(zip(got, output)) if a != b), 0)
+            start = max(0, at - 60)
+            found.mismatches.append((index, tool, got[start : at + 140], output[start : at + 140]))
     if len(outputs.seen) != len(recorded):
         found.mismatches.append((-1, "(count)", str(len(outputs.seen)), str(len(recorded))))
     return found

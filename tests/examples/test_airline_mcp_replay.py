@@ -6,11 +6,13 @@ session is one run whose steps are its calls, each write forwarded once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 import pytest
 
 from examples.airline.mcp_replay import replay
+from examples.airline.replay import recorded_calls
 from gateway.services import upstream_register
 from runs.models import Run, Step
 from tests.examples.test_airline_replay import AIRLINE_DSN, DATA, TRAJECTORIES, WRITES
@@ -41,8 +43,12 @@ def test_twenty_conversations_through_the_gateway_replay_exactly(worker, asgi_se
     )
     print(report.summary())
     assert [m for c in report.conversations for m in c.mismatches] == []
+    # A session is a run from its first call: conversations that call no tool make none.
+    recorded = json.loads(TRAJECTORIES.read_text())[:CONVERSATIONS]
+    calling = [c for c in recorded if recorded_calls(c["traj"])]
     runs = Run.objects.filter(agent="mcp")
-    assert runs.count() == CONVERSATIONS
+    assert runs.count() == len(calling)
+    assert report.calls == sum(len(recorded_calls(c["traj"])) for c in recorded)
     steps = Step.objects.filter(run__in=runs)
     assert steps.count() == report.calls
     writes = steps.filter(tool__in=WRITES)

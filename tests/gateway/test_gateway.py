@@ -93,6 +93,9 @@ def test_tools_pass_the_gateway_under_approvals(asgi_server, bank, upstream_log,
     session = McpSession.objects.get()
     run = Run.objects.get(pk=session.run_id)
     assert run.agent == "mcp"
+    # The client closed its session (DELETE): the run is complete, and ended.
+    assert run.client_done
+    assert run.status == "succeeded"
     steps = list(Step.objects.filter(run=run).order_by("index"))
     assert [(s.tool, s.status) for s in steps] == [
         ("lookup", "succeeded"),
