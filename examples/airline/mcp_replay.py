@@ -111,7 +111,7 @@ async def replay_one(
     ):
         found.calls += 1
         if tool != want_tool or not same_output(tool, got, output):
-            at = next((i for i, (a, b) in enumerate(zip(got, output)) if a != b), 0)
+            at = next((i for i, (a, b) in enumerate(zip(got, output, strict=False)) if a != b), 0)
             start = max(0, at - 60)
             found.mismatches.append((index, tool, got[start : at + 140], output[start : at + 140]))
     if len(outputs.seen) != len(recorded):
