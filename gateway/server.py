@@ -61,6 +61,8 @@ PREFIX = "/mcp/"
 # What a token's user must hold in its project to use the gateway: a session is a run they
 # create, each call a step they append.
 NEEDED = ("runs.add_run", "runs.drive_run")
+# The client's progress token in a request's ``_meta`` (the SDK's name, and the wire's).
+_PROGRESS_KEYS = ("progress_token", "progressToken")
 DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
 
 
@@ -181,7 +183,7 @@ class _Mounted:
             # database keeps JSON objects with its own key order, and tools may echo it).
             step = dataclasses.replace(step, args=sent)
         if step.status == StepStatus.READY:
-            meta = {k: v for k, v in (params.meta or {}).items() if k != "progressToken"}
+            meta = {k: v for k, v in (params.meta or {}).items() if k not in _PROGRESS_KEYS}
             meta |= {"agentops/run": str(run_id), "agentops/idempotency-key": step.idempotency_key}
             upstream_call = (UpstreamSpec.of(upstream), params.name, meta)
             return await self._forward(upstream_call, step, caller)
@@ -191,7 +193,8 @@ class _Mounted:
         self, ctx: Any, params: CallToolRequestParams, step: calls.CallStep
     ) -> calls.CallStep:
         """The step once it no longer waits (for a reviewer, or for earlier steps)."""
-        token = (params.meta or {}).get("progressToken") if params.meta else None
+        meta = params.meta or {}
+        token = meta.get("progress_token", meta.get("progressToken"))
         every = settings.AGENTOPS_MCP_PROGRESS_SECONDS
         loop = asyncio.get_running_loop()
         last = loop.time()
@@ -265,7 +268,8 @@ class _Mounted:
             return CallToolResult.model_validate(step.result)
         error = step.error or {}
         reason = error.get("reason") or error.get("message") or step.status
-        return _text_result(f"agentops: the call was {step.status}: {reason}")
+        kind = error.get("type") or step.status
+        return _text_result(f"agentops: the call was {step.status} ({kind}): {reason}")
 
 
 _in_flight: dict[int, asyncio.Future[CallToolResult]] = {}

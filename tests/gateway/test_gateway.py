@@ -11,6 +11,7 @@ import json
 
 import httpx2
 import pytest
+from mcp.types import CallToolResult
 
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
@@ -118,3 +119,47 @@ def test_a_request_without_a_valid_token_or_role_is_refused(asgi_server, bank):
     unknown = f"{asgi_server.url}/mcp/no-such-upstream/"
     assert httpx2.post(unknown, json=body, headers=as_viewer).status_code == 404
     assert not Run.objects.exists()
+
+
+def test_a_waiting_call_gets_progress_and_an_expired_approval_an_error(
+    asgi_server, bank, upstream_log, operator
+):
+    """While a call waits for its approval the client hears progress at least every 10 s
+    (``AGENTOPS_MCP_PROGRESS_SECONDS``, 5 here); when the approval expires, the call ends with
+    ``isError`` and the upstream never sees it."""
+    from django.utils import timezone
+
+    from approvals.services import approval_expire_due
+
+    token = make_token(operator)
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+    heard: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(asyncio.get_running_loop().time())
+
+    async def scenario() -> CallToolResult:
+        async with gateway_client(url, token) as client:
+            call = asyncio.ensure_future(
+                client.call_tool(
+                    "transfer", {"to": "E", "amount": 5}, progress_callback=on_progress
+                )
+            )
+            approval = await asyncio.to_thread(wait_for_approval)
+            for _ in range(300):  # the first progress notification, within 15 s
+                if heard:
+                    break
+                await asyncio.sleep(0.05)
+            assert heard, "no progress notification while waiting"
+            assert not call.done()
+            await asyncio.to_thread(
+                ApprovalRequest.objects.filter(pk=approval.pk).update,
+                expires_at=timezone.now(),
+            )
+            assert await asyncio.to_thread(approval_expire_due, actor=Actor.system("test")) == 1
+            return await asyncio.wait_for(call, 30)
+
+    result = asyncio.run(scenario())
+    assert result.is_error
+    assert "(approval_expired)" in text(result)
+    assert seen(upstream_log) == []
