@@ -10,13 +10,16 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from audit.admin import AuditedChangesMixin
 from gateway.models import McpSession, Upstream
 from gateway.services import upstream_refresh_tools
 from gateway.upstream import UpstreamUnavailable
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(admin.ModelAdmin):
+class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
+    """Upstream servers; every add, change and delete is an event of the system audit chain."""
+
     list_display = ["name", "transport", "enabled", "tool_count", "tools_fetched_at"]
     list_filter = ["transport", "enabled"]
     search_fields = ["name", "command", "url"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from agentops.errors import InvalidInput
+from audit.services import audit_system
 from gateway.models import Transport, Upstream
 from gateway.upstream import UpstreamSpec, fetch_tools
 
@@ -50,5 +52,14 @@ def upstream_register(
         upstream.full_clean(exclude=["tools", "tools_fetched_at"], validate_unique=False)
     except Exception as exc:
         raise InvalidInput(str(exc)) from exc
-    upstream, _ = Upstream.objects.update_or_create(name=name, defaults=fields)
+    with transaction.atomic():
+        upstream, created = Upstream.objects.update_or_create(name=name, defaults=fields)
+        # Which server a gateway path reaches decides what its calls do: audited. The
+        # headers are left out (they may hold the upstream's credentials).
+        audit_system(
+            verb="gateway.upstream.added" if created else "gateway.upstream.replaced",
+            object_type="upstream",
+            object_id=upstream.pk,
+            payload={"name": name, "transport": upstream.transport, "command": command, "url": url},
+        )
     return upstream

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from audit.models import AuditEvent
 from gateway.models import Upstream
 from testsupport.factories import make_user
 
@@ -33,6 +34,9 @@ def test_mcp_add_registers_a_stdio_upstream_and_prints_its_tools(tmp_path, capsy
     assert upstream.tool("transfer")["annotations"]["destructiveHint"] is True
     assert upstream.tool("lookup")["inputSchema"]["required"] == ["account"]
     assert not (tmp_path / "log").exists()  # listing tools calls none
+    (event,) = AuditEvent.objects.filter(verb="gateway.upstream.added")
+    assert event.payload["name"] == "bank"
+    assert event.chain == "system"
 
 
 @pytest.mark.parametrize(
