@@ -19,6 +19,7 @@ from benchmarks import (
     bench_api,
     bench_approval,
     bench_dispatch,
+    bench_gateway,
     bench_live,
     bench_retention,
     bench_throughput,
@@ -33,7 +34,14 @@ def _expected_rows() -> list[str]:
     """``| <benchmark> | <figure label> |`` of every row the tiny run must print."""
     figures = {
         module.NAME: module.FIGURES
-        for module in (bench_throughput, bench_dispatch, bench_approval, bench_api, bench_retention)
+        for module in (
+            bench_throughput,
+            bench_dispatch,
+            bench_approval,
+            bench_api,
+            bench_retention,
+            bench_gateway,
+        )
     }
     figures[bench_live.NAME] = [
         f for n in bench_live.SIZES["tiny"].clients for f in bench_live.figures_for(n)
