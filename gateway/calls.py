@@ -42,6 +42,18 @@ OPEN = (
 )
 
 
+# The run of each session this process served: a session never changes run (bounded: the
+# oldest sessions are forgotten first, and read again if they come back).
+_session_runs: dict[str, uuid.UUID] = {}
+_SESSIONS_REMEMBERED = 10_000
+
+
+def _remember(session_id: str, run_id: uuid.UUID) -> None:
+    if len(_session_runs) >= _SESSIONS_REMEMBERED:
+        del _session_runs[next(iter(_session_runs))]
+    _session_runs[session_id] = run_id
+
+
 def declared_risk(tool: dict[str, Any] | None) -> str:
     """The risk an MCP tool's annotations declare: ``low`` when ``readOnlyHint``; otherwise
     ``high`` (a tool that may write, or reach the open world: MCP's defaults for a tool that
@@ -63,8 +75,11 @@ def session_run(
 ) -> uuid.UUID:
     """The run of MCP session ``session_id``, created with its first call: goal "MCP session
     of <client> through <upstream>", the client's name and version in its metadata."""
+    if run_id := _session_runs.get(session_id):
+        return run_id
     found = McpSession.objects.filter(session_id=session_id).values_list("run_id", flat=True)
     if run_id := found.first():
+        _remember(session_id, run_id)
         return run_id
     info: dict[str, str] = {}
     if client_info is not None:
@@ -87,6 +102,7 @@ def session_run(
             McpSession.objects.create(session_id=session_id, upstream=upstream, run=run)
     except IntegrityError:  # another request of the session created it first
         return McpSession.objects.values_list("run_id", flat=True).get(session_id=session_id)
+    _remember(session_id, run.pk)
     return run.pk
 
 
@@ -164,8 +180,8 @@ def step_state(step_id: int) -> CallStep:
     return CallStep.of(Step.objects.get(pk=step_id))
 
 
-def step_outcome(*, actor: Actor, step: CallStep, report: dict[str, Any]) -> CallStep:
-    """Record what the upstream answered (``{"result": ...}``) or that its outcome is unknown
-    (``{"outcome": "unknown"}``) on a ready step (``runs.executor.client.step_report``)."""
+def step_outcome(*, actor: Actor, step: CallStep, report: dict[str, Any]) -> None:
+    """Record what the upstream answered (``{"result": ...}``), that it could not be reached
+    (``{"error": ...}``) or that its outcome is unknown (``{"outcome": "unknown"}``) on a ready
+    step (``runs.executor.client.step_report``)."""
     client.step_report(actor=actor, run_id=step.run_id, step_id=step.id, report=report)
-    return step_state(step.id)

@@ -132,10 +132,9 @@ class _Mounted:
     async def _no_discover(self, ctx: Any, params: Any) -> Any:
         raise MCPError(METHOD_NOT_FOUND, "server/discover: this gateway speaks the handshake")
 
-    async def _upstream(self) -> Upstream:
-        upstream = await database_sync_to_async(_enabled_upstream)(self.name)
-        if upstream is None:
-            raise MCPError(METHOD_NOT_FOUND, f"upstream {self.name} is gone")
+    async def _upstream(self, ctx: Any) -> Upstream:
+        # Read by ``Gateway`` for this very HTTP request.
+        upstream: Upstream = ctx.request.scope["agentops.upstream"]
         if not upstream.tools:
             upstream.tools = await fetch_tools(UpstreamSpec.of(upstream))
             upstream.tools_fetched_at = timezone.now()
@@ -144,7 +143,7 @@ class _Mounted:
 
     async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
         """The upstream's tools, as last fetched."""
-        upstream = await self._upstream()
+        upstream = await self._upstream(ctx)
         return ListToolsResult(tools=[Tool.model_validate(tool) for tool in upstream.tools])
 
     async def call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
@@ -154,7 +153,7 @@ class _Mounted:
         session_id = ctx.request.headers.get("mcp-session-id") or ""
         if not session_id:
             return _text_result("agentops: this gateway needs an MCP session (initialize first)")
-        upstream = await self._upstream()
+        upstream = await self._upstream(ctx)
         tool = upstream.tool(params.name)
         if tool is None:
             return _text_result(f"agentops: {upstream.name} has no tool {params.name!r}")
@@ -315,7 +314,8 @@ class Gateway:
             await database_sync_to_async(calls.session_end)(
                 session_id=session_id, actor=caller.actor
             )
-        await mounted.manager.handle_request({**scope, "agentops.caller": caller}, receive, send)
+        scope = {**scope, "agentops.caller": caller, "agentops.upstream": upstream}
+        await mounted.manager.handle_request(scope, receive, send)
 
 
 def _can(access: Access, project_id: int) -> list[bool]:

@@ -84,8 +84,12 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
     """
     with audited_atomic():
         run = lock_run(run_id)
-        last = run.steps.select_for_update().exclude(status=StepStatus.PENDING).order_by("-index")
-        failed = last.first()
+        # The step the run failed on: the last that ran or was refused (the ones after it
+        # were skipped, or never started).
+        tried = run.steps.select_for_update().exclude(
+            status__in=[StepStatus.PENDING, StepStatus.SKIPPED]
+        )
+        failed = tried.order_by("-index").first()
         if failed is not None and failed.status == StepStatus.REJECTED:
             raise Conflict("a reviewer rejected this run's step: it cannot be resumed")
         run.resume()

@@ -126,6 +126,30 @@ def test_resuming_a_rejected_run_is_a_conflict(
     assert Run.objects.get(pk=run.pk).status == RunStatus.FAILED
 
 
+def test_a_rejected_run_with_skipped_steps_after_it_is_not_resumed_into_success(
+    operator, reviewer, django_capture_on_commit_callbacks
+):
+    """The finding: a run whose step #0 was rejected and whose later steps were skipped
+    resumed to ``succeeded`` with the rejection gone (the resume looked at the last skipped
+    step, not at the rejected one)."""
+    echo = {"tool": "echo", "args": {"value": 1}}
+    run = create(
+        operator,
+        [{"tool": "send_email", "args": EMAIL}, echo, echo],
+        django_capture_on_commit_callbacks,
+    )
+    approval_decide(
+        approval_id=ApprovalRequest.objects.get(run=run).pk,
+        actor=Actor.for_user(reviewer),
+        decision="reject",
+        comment="no",
+    )
+    assert statuses(run) == ["rejected", "skipped", "skipped"]
+    with assert_unchanged(), pytest.raises(Conflict, match="rejected"):
+        run_resume(run_id=run.pk, actor=Actor.for_user(operator))
+    assert Run.objects.get(pk=run.pk).status == RunStatus.FAILED
+
+
 def test_resuming_a_run_that_has_not_failed_is_not_allowed(
     operator, django_capture_on_commit_callbacks
 ):
