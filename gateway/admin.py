@@ -26,6 +26,11 @@ class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
     readonly_fields = ["tool_table", "tools_fetched_at", "created_at"]
     actions = ["refresh_tools"]
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "url":
+            kwargs["assume_scheme"] = "https"  # Django 6's default, taken now
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     @admin.display(description="tools")
     def tool_count(self, upstream: Upstream) -> int:
         return len(upstream.tools)
