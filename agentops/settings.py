@@ -248,6 +248,7 @@ CELERY_TASK_QUEUES = (
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": MAINTENANCE_QUEUE},
     "runs.retention_purge": {"queue": MAINTENANCE_QUEUE},
+    "gateway.end_idle_sessions": {"queue": MAINTENANCE_QUEUE},
 }
 
 if REDIS_URL:
@@ -360,6 +361,9 @@ AGENTOPS_CLAIM_NEXT_SECONDS = env_int("AGENTOPS_CLAIM_NEXT_SECONDS", 1, minimum=
 # its step this often (seconds).
 AGENTOPS_MCP_PROGRESS_SECONDS = env_int("AGENTOPS_MCP_PROGRESS_SECONDS", 5, minimum=1)
 AGENTOPS_MCP_POLL_SECONDS = float(env_str("AGENTOPS_MCP_POLL_SECONDS", "0.2"))
+# A session's run unused this long (seconds) is ended by beat: completed, or cancelled when a
+# call is still open (the mcp SDK closes a session idle for 30 minutes).
+AGENTOPS_MCP_SESSION_IDLE_SECONDS = env_int("AGENTOPS_MCP_SESSION_IDLE_SECONDS", 1800, minimum=60)
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 
 LOGGING = {
@@ -375,4 +379,5 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runs.retention_purge",
         "schedule": float(AGENTOPS_RETENTION_INTERVAL_SECONDS),
     },
+    "mcp-idle-sessions": {"task": "gateway.end_idle_sessions", "schedule": 60.0},
 }

@@ -17,19 +17,22 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
 from agentops.errors import Conflict
 from gateway.models import McpSession, Upstream
 from projects.models import Project
 from runs.control.create import run_create, step_append
-from runs.control.lifecycle import run_complete
+from runs.control.lifecycle import run_cancel, run_complete
 from runs.executor import client
-from runs.models import Executor, Step
-from runs.statuses import StepStatus
+from runs.models import Executor, Run, Step
+from runs.statuses import RunStatus, StepStatus
 
 # Steps of a call still on its way: a repeat of the call joins them.
 OPEN = (
@@ -116,6 +119,33 @@ def session_end(*, session_id: str, actor: Actor) -> None:
         return
     with contextlib.suppress(Conflict):
         run_complete(run_id=found, actor=actor)
+
+
+def sessions_end_idle(*, idle_seconds: float, actor: Actor) -> dict[str, int]:
+    """End the runs of MCP sessions nobody used for ``idle_seconds`` (the client went away
+    without ending its session): a run with nothing open is completed (it succeeds); one with
+    a call still open (waiting for a reviewer, or approved after its client left) is cancelled,
+    since no client will take its answer. Returns ``{"completed": n, "cancelled": n}``."""
+    cutoff = timezone.now() - timedelta(seconds=idle_seconds)
+    idle = Run.objects.filter(
+        agent="mcp",
+        client_done=False,
+        status__in=[RunStatus.RUNNING, RunStatus.WAITING],
+        updated_at__lt=cutoff,
+    ).values_list("pk", flat=True)
+    done = {"completed": 0, "cancelled": 0}
+    for run_id in idle:
+        open_steps = Step.objects.filter(run_id=run_id, status__in=OPEN).exists()
+        try:
+            if open_steps:
+                run_cancel(run_id=run_id, actor=actor, reason="the MCP session went idle")
+                done["cancelled"] += 1
+            else:
+                run_complete(run_id=run_id, actor=actor)
+                done["completed"] += 1
+        except (Conflict, TransitionNotAllowed, ConcurrentTransition):
+            continue  # it moved meanwhile: the next sweep looks again
+    return done
 
 
 @dataclass(frozen=True)
