@@ -20,7 +20,7 @@ from agentops.api import ErrorSerializer, NewestFirstPagination, StrictFilterSet
 from audit.selectors import event_list
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.control import conversation, create, fork, lifecycle
+from runs.control import conversation, create, fork, lifecycle, settle
 from runs.executor import client
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import AgentKind, Run
@@ -36,6 +36,7 @@ from runs.serializers import (
     RunListSerializer,
     RunSerializer,
     RunTotalsSerializer,
+    SettleStepSerializer,
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
@@ -82,7 +83,7 @@ class RunViewSet(viewsets.GenericViewSet):
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``).
     Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps, report
     client steps' results, append messages and complete ``runs.drive_run``; cancel
-    ``runs.cancel_run``; resume ``runs.resume_run``.
+    ``runs.cancel_run``; resume and settle an unknown outcome ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -100,6 +101,7 @@ class RunViewSet(viewsets.GenericViewSet):
         "messages": ("runs.drive_run",),
         "complete": ("runs.drive_run",),
         "cancel": ("runs.cancel_run",),
+        "step_settle": ("runs.resume_run",),
         "resume": ("runs.resume_run",),
         "fork": ("runs.add_run",),
     }
@@ -201,6 +203,25 @@ class RunViewSet(viewsets.GenericViewSet):
         )
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data)
+
+    @extend_schema(
+        summary="Settle a step whose outcome is unknown: its call happened (with its result) "
+        "or did not (it runs again).",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=SettleStepSerializer,
+        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/settle")
+    @idempotent
+    def step_settle(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
+        """``runs.control.settle.step_settle``: an operator who checked the other side says
+        whether the call took effect; the run goes on either way."""
+        body = SettleStepSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = settle.step_settle(
+            run_id=pk, step_id=step_id, actor=actor_for(request), **body.validated_data
+        )
+        return self._run_response(run.pk)
 
     @extend_schema(
         summary="Append a client's model turn (messages and usage) to its run.",

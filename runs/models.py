@@ -403,6 +403,14 @@ class Step(ConcurrentTransitionMixin, models.Model):
         self.finished_at = now
         self.lease_owner, self.lease_expires_at = "", None
 
+    @transition(field=status, source=StepStatus.FAILED, target=StepStatus.SUCCEEDED)
+    def settle_happened(self, *, result: Any, now: Any) -> None:
+        """failed (outcome unknown) → succeeded: an operator says the call took effect and
+        gives its ``result``."""
+        self.result = result
+        self.error = None
+        self.finished_at = now
+
     @transition(field=status, source=StepStatus.FAILED, target=StepStatus.QUEUED)
     def retry(self) -> None:
         """failed → queued: an operator resumed the run; the step gets fresh attempts."""

@@ -298,6 +298,18 @@ class CancelRunSerializer(StrictSerializer):
     )
 
 
+class SettleStepSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/steps/{step_id}/settle/``: whether the call of a step whose
+    outcome is unknown took effect (``happened``), its ``result`` if it did (any JSON), and
+    how the operator knows (``reason``)."""
+
+    happened = serializers.BooleanField()
+    result = serializers.JSONField(required=False, allow_null=True, default=None)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_REASON
+    )
+
+
 class ForkRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/fork/``: the index of the first step to run in the new run,
     and optionally new arguments for that step."""

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),
     path("runs/<uuid:run_id>/fork/", views.run_fork, name="run-fork"),
+    path("runs/<uuid:run_id>/settle/", views.run_settle, name="run-settle"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

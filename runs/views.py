@@ -26,7 +26,7 @@ from audit.selectors import event_list
 from projects.access import Access
 from projects.views import object_permission
 from runs import selectors
-from runs.control import fork, lifecycle
+from runs.control import fork, lifecycle, settle
 from runs.models import Run, Step
 from runs.statuses import StepStatus, run_status_choices
 
@@ -228,3 +228,39 @@ def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     edited = " with edited arguments (they need a reviewer's approval)" if args else ""
     messages.success(request, f"Forked from step #{from_index}{edited}.")
     return redirect("run-detail", run_id=forked.pk)
+
+
+@require_POST
+@login_required
+@permission_required("runs.resume_run", raise_exception=True)
+@object_permission("runs.resume_run", _run_project, "run_id")
+def run_settle(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Settle a step whose outcome is unknown (``runs.control.settle.step_settle``): POST
+    ``step_id``, ``happened`` (``yes`` | ``no``), ``result`` (JSON text, when it happened) and
+    ``reason``; anything wrong or refused is a message on the run's page."""
+    happened = request.POST.get("happened") == "yes"
+    raw_result = request.POST.get("result", "").strip()
+    result = None
+    if happened and raw_result:
+        try:
+            result = json.loads(raw_result)
+        except ValueError as exc:
+            messages.error(request, f"Cannot settle: the result is not JSON ({exc}).")
+            return redirect("run-detail", run_id=run_id)
+    try:
+        settle.step_settle(
+            run_id=run_id,
+            step_id=int(request.POST.get("step_id", "")),
+            actor=Actor.for_user(request.user),
+            happened=happened,
+            result=result,
+            reason=request.POST.get("reason", "").strip(),
+        )
+    except (ValueError, Step.DoesNotExist):
+        messages.error(request, "Cannot settle: no such step in this run.")
+    except (InvalidInput, Conflict) as exc:
+        messages.error(request, f"Cannot settle: {exc}.")
+    else:
+        done = "recorded as done; the run goes on" if happened else "will be called again"
+        messages.success(request, f"Settled: the call {done}.")
+    return redirect("run-detail", run_id=run_id)
