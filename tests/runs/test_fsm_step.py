@@ -27,6 +27,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "report_start": {"owner": "client:1", "now": NOW},
     "hand_back": {"error": ERROR, "now": NOW},
     "retry_by_client": {"now": NOW},
+    "settle_happened": {"result": {"ok": True}, "now": NOW},
 }
 METHODS = [
     "wait",
@@ -43,6 +44,7 @@ METHODS = [
     "report_start",
     "hand_back",
     "retry_by_client",
+    "settle_happened",
 ]
 S = StepStatus
 # (source, method) → target, as ARCHITECTURE.md's step state model says.
@@ -64,6 +66,8 @@ ALLOWED = {
     (S.READY, "report_start"): S.RUNNING,
     (S.RUNNING, "hand_back"): S.READY,
     (S.FAILED, "retry_by_client"): S.READY,
+    # An operator settles an unknown outcome: the call happened.
+    (S.FAILED, "settle_happened"): S.SUCCEEDED,
     **{
         (source, "cancel"): S.CANCELLED
         for source in [S.PENDING, S.WAITING, S.READY, S.QUEUED, S.RUNNING, S.WAITING_RETRY]
