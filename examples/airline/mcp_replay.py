@@ -36,6 +36,7 @@ from examples.airline.replay import (
     RUN_CONFIG,
     Conversation,
     Report,
+    print_report,
     recorded_calls,
     same_output,
 )
@@ -208,14 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             concurrency=args.concurrency,
         )
     )
-    for conversation in report.conversations:
-        for index, tool, got, recorded in conversation.mismatches:
-            print(
-                f"task {conversation.task_id}/{conversation.trial} call {index} {tool}: "
-                f"got {got!r}, recorded {recorded!r}"
-            )
-    print(report.summary())
-    return 0 if report.mismatches == 0 else 1
+    return print_report(report, "call")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,19 @@ class Report:
         )
 
 
+def print_report(report: Report, unit: str) -> int:
+    """Print each output that differs from the recording (``unit``: what its index counts,
+    step or call) and the summary; returns the exit status (0: none differs)."""
+    for conversation in report.conversations:
+        for index, tool, got, recorded in conversation.mismatches:
+            print(
+                f"task {conversation.task_id}/{conversation.trial} {unit} {index} {tool}: "
+                f"got {got!r}, recorded {recorded!r}"
+            )
+    print(report.summary())
+    return 0 if report.mismatches == 0 else 1
+
+
 def recorded_calls(traj: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
     """The recorded tool calls of a conversation in order: (tool, arguments, output). Each
     output is the tool message right after its call (ids are not unique in the data)."""
@@ -329,14 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             data_dir=args.data_dir,
         )
     )
-    for conversation in report.conversations:
-        for index, tool, got, recorded in conversation.mismatches:
-            print(
-                f"task {conversation.task_id}/{conversation.trial} step {index} {tool}: "
-                f"got {got!r}, recorded {recorded!r}"
-            )
-    print(report.summary())
-    return 0 if report.mismatches == 0 else 1
+    return print_report(report, "step")
 
 
 if __name__ == "__main__":
