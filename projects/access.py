@@ -13,6 +13,8 @@ from typing import Any
 from projects.models import ApiToken, Membership, Project
 from projects.roles import ROLE_PERMISSIONS
 
+_CACHE = "_agentops_project_roles"
+
 
 @dataclass
 class Access:
@@ -40,10 +42,15 @@ class Access:
             if not self._active:
                 self._roles = {}
             else:
-                rows = Membership.objects.filter(user_id=self.user.pk)
-                if self.token_project_id is not None:
-                    rows = rows.filter(project_id=self.token_project_id)
-                self._roles = dict(rows.values_list("project_id", "role"))
+                # Kept on the user object, as Django's ModelBackend keeps its permissions: a
+                # page asks several times (a decorator, its list, its template's buttons).
+                every = getattr(self.user, _CACHE, None)
+                if every is None:
+                    rows = Membership.objects.filter(user_id=self.user.pk)
+                    every = dict(rows.values_list("project_id", "role"))
+                    setattr(self.user, _CACHE, every)
+                scope = self.token_project_id
+                self._roles = {p: r for p, r in every.items() if scope in (None, p)}
         return self._roles
 
     @property
