@@ -283,24 +283,16 @@ class Gateway:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         name = scope["path"][len(PREFIX) :].split("/", 1)[0]
-        upstream = await database_sync_to_async(_enabled_upstream)(name)
-        if upstream is None:
-            await _answer(send, 404, f"no MCP upstream {name!r}", [])
-            return
         authorization = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
         )
-        found = await database_sync_to_async(_authenticate)(authorization)
-        if found is None:
-            challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
-            await _answer(send, 401, "an agentops API token is required", challenge)
+        # One hop to the database thread for the three checks, not one each.
+        admitted = await database_sync_to_async(_admit)(name, authorization)
+        if isinstance(admitted, tuple):
+            status, detail, headers = admitted
+            await _answer(send, status, detail, headers)
             return
-        user, token = found
-        access = Access.of(user, token)
-        if not all(await database_sync_to_async(_can)(access, token.project_id)):
-            await _answer(send, 403, "your role in this project cannot run tools", [])
-            return
-        caller = Caller(Actor.for_user(user, via_api=True), token.project_id)
+        upstream, caller = admitted.upstream, admitted.caller
         mounted = self._mounted.get(name)
         if mounted is None:
             mounted = self._mounted[name] = _Mounted(name)
@@ -318,8 +310,27 @@ class Gateway:
         await mounted.manager.handle_request(scope, receive, send)
 
 
-def _can(access: Access, project_id: int) -> list[bool]:
-    return [access.can(perm, project_id) for perm in NEEDED]
+@dataclass(frozen=True)
+class _Admitted:
+    upstream: Upstream
+    caller: Caller
+
+
+def _admit(name: str, authorization: str) -> _Admitted | tuple[int, str, list[Any]]:
+    """The upstream ``name`` and the caller of ``authorization``, or the refusal to answer:
+    404 (no such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
+    upstream = _enabled_upstream(name)
+    if upstream is None:
+        return 404, f"no MCP upstream {name!r}", []
+    found = _authenticate(authorization)
+    if found is None:
+        challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
+        return 401, "an agentops API token is required", challenge
+    user, token = found
+    access = Access.of(user, token)
+    if not all(access.can(perm, token.project_id) for perm in NEEDED):
+        return 403, "your role in this project cannot run tools", []
+    return _Admitted(upstream, Caller(Actor.for_user(user, via_api=True), token.project_id))
 
 
 gateway = Gateway()
