@@ -10,6 +10,11 @@ SYSTEM_CHAIN = "system"
 PURGE_VERB = "audit.chains_purged"
 
 
+def run_chain(run_id: object) -> str:
+    """The name of the audit chain of the run ``run_id`` (a UUID or its text)."""
+    return f"run:{run_id}"
+
+
 class AuditEvent(models.Model):
     """One recorded change: who did what to which object, from which state to which.
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet
 
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
-from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent
+from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent, run_chain
 
 
 def event_list(
@@ -131,7 +131,7 @@ def chain_verify(chain: str, *, purged: set[str] | None = None) -> ChainReport:
 def chains(*, run_id: uuid.UUID | None = None) -> list[str]:
     """The chain names to verify: one run's, or every chain that has events or a head."""
     if run_id is not None:
-        return [f"run:{run_id}"]
+        return [run_chain(run_id)]
     found = set(AuditEvent.objects.values_list("chain", flat=True).distinct())
     found.update(AuditChainHead.objects.values_list("chain", flat=True))
     return sorted(found)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -17,7 +18,7 @@ from agentops.actors import Actor
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
 from audit.context import current_actor
 from audit.live import publish_on_commit
-from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent
+from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent, run_chain
 
 # The PostgreSQL role that alone may delete audit rows (migration 0005).
 RETENTION_ROLE = "agentops_retention"
@@ -33,6 +34,10 @@ ON CONFLICT (chain) DO UPDATE SET
     last_hash = EXCLUDED.last_hash, signature = EXCLUDED.signature
 WHERE {_HEADS}.last_hash = %s
 """  # noqa: S608
+# Event ids reserved ahead of the INSERT (``audit_prefetch``).
+_RESERVE_IDS = (
+    "SELECT nextval(pg_get_serial_sequence('audit_auditevent', 'id')) FROM generate_series(1, %s)"
+)
 # A batch of a purged chain's events, newest first.
 _DELETE_NEWEST = """
 DELETE FROM audit_auditevent WHERE id IN (
@@ -46,66 +51,123 @@ class ChainMoved(DatabaseError):
     transaction's events would fork the chain, so it must roll back (and may be retried)."""
 
 
-def _read_heads(cursor: Any, chains: list[str]) -> dict[str, tuple[int, int, str]]:
+def _heads_sql(count: int) -> str:
+    marks = ", ".join(["%s"] * count)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return (
+        f"SELECT chain, events, last_event_id, last_hash FROM {_HEADS} "  # noqa: S608
+        f"WHERE chain IN ({marks}){lock}"
+    )
+
+
+def _read_heads(chains: list[str]) -> dict[str, tuple[int, int, str]]:
     """The heads of ``chains`` that exist, as (events, last event id, last hash), locked until
     the transaction ends: the lock that serializes the writers of a chain (a run's chain is
     also only written under its run's row lock)."""
-    marks = ", ".join(["%s"] * len(chains))
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    cursor.execute(
-        f"SELECT chain, events, last_event_id, last_hash FROM {_HEADS} "  # noqa: S608
-        f"WHERE chain IN ({marks}){lock}",
-        chains,
-    )
-    return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in cursor}
+    found = rows.fetch(_heads_sql(len(chains)), chains)
+    return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in found}
 
 
-def _write(events: list[AuditEvent]) -> None:
+def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> None:
     """Chain, hash and insert ``events`` (in order) and move their chains' heads, then publish
     them after commit: one read of the chains' heads (locking them), one INSERT and one upsert
-    per chain (plain SQL: this runs in every transaction of the executor).
+    per chain, through ``agentops.rows`` (this runs in every transaction of the executor).
+    With ``prefetched`` (``audit_prefetch``), the heads it read and the event ids it reserved
+    are used instead of reading them here; inside a batch the INSERT and upserts are then only
+    queued, and checked before the commit.
 
     Raises:
         ChainMoved: another transaction moved a chain's head since it was read (a chain that
             had no head yet: nothing locked it), so these events would fork the chain.
     """
     chains = list(dict.fromkeys(event.chain for event in events))
-    with connection.cursor() as cursor:
-        heads = _read_heads(cursor, chains)
+    heads: dict[str, tuple[int, int, str]] = {}
+    ids: list[int] = []
+    if prefetched is not None:
+        heads = prefetched.heads()
+        ids = prefetched.ids()
+    missing = [chain for chain in chains if prefetched is None or chain not in prefetched.chains]
+    if missing:
+        heads.update(_read_heads(missing))
     before = {chain: heads.get(chain, (0, 0, GENESIS_HASH)) for chain in chains}
     counts = {chain: head[0] for chain, head in before.items()}
     last: dict[str, AuditEvent] = {}
-    for event in events:
+    reserved = len(ids) >= len(events)
+    for i, event in enumerate(events):
         fields = {name: getattr(event, name) for name in HASHED_FIELDS}
         event.prev_hash = last[event.chain].hash if event.chain in last else before[event.chain][2]
         event.hash = event_hash(fields, event.prev_hash)
+        if reserved:
+            event.pk = ids[i]
         last[event.chain] = event
         counts[event.chain] += 1
-    rows.insert(events)
-    with connection.cursor() as cursor:
-        for chain in chains:
-            newest, count = last[chain], counts[chain]
-            signature = head_signature(chain, count, newest.pk, newest.hash)
-            cursor.execute(
-                _UPSERT_HEAD, [chain, count, newest.pk, newest.hash, signature, before[chain][2]]
-            )
-            if cursor.rowcount != 1:
-                raise ChainMoved(f"audit chain {chain} moved while this transaction wrote it")
+    rows.insert(events, returning=not reserved)
+    for chain in chains:
+        newest, count = last[chain], counts[chain]
+        signature = head_signature(chain, count, newest.pk, newest.hash)
+        rows.execute(
+            _UPSERT_HEAD,
+            [chain, count, newest.pk, newest.hash, signature, before[chain][2]],
+            table=_HEADS,
+            row=chain,
+            expect_one=ChainMoved(f"audit chain {chain} moved while this transaction wrote it"),
+        )
     publish_on_commit(events)
+
+
+@dataclass
+class _Prefetched:
+    """What ``audit_prefetch`` queued: the heads of ``chains`` and reserved event ids."""
+
+    chains: list[str]
+    read_heads: Callable[[], list[tuple[Any, ...]]]
+    read_ids: Callable[[], list[tuple[Any, ...]]] | None
+
+    def heads(self) -> dict[str, tuple[int, int, str]]:
+        return {chain: (events, last, hashed) for chain, events, last, hashed in self.read_heads()}
+
+    def ids(self) -> list[int]:
+        return [] if self.read_ids is None else [key for (key,) in self.read_ids()]
 
 
 class _Buffer(threading.local):
     events: list[AuditEvent] | None = None
+    prefetched: _Prefetched | None = None
 
 
 _buffer = _Buffer()
 
 
+def audit_prefetch(*, chains: list[str], events: int) -> None:
+    """Inside ``audited_atomic(pipelined=True)``: queue, with the block's first reads, the
+    locked read of ``chains``' heads and the reservation of ``events`` event ids (PostgreSQL),
+    which writing the block's events then uses instead of a read and a round trip of its own.
+    Take the chains' run locks first (lock order: ``runs.transitions``). Reserved ids left
+    unused are skipped (ids are increasing, not contiguous).
+
+    Raises:
+        RuntimeError: not inside a pipelined ``audited_atomic`` block.
+    """
+    batch = rows.current_batch()
+    if batch is None or _buffer.events is None:
+        raise RuntimeError("audit_prefetch needs a pipelined audited_atomic block")
+    read_ids = None
+    if connection.vendor == "postgresql":
+        read_ids = batch.fetch_later(_RESERVE_IDS, [events])
+    _buffer.prefetched = _Prefetched(
+        chains, batch.fetch_later(_heads_sql(len(chains)), chains), read_ids
+    )
+
+
 @contextmanager
-def audited_atomic() -> Iterator[None]:
+def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
     before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
     instead of all of them per event.
+
+    With ``pipelined``, the block runs in an ``agentops.rows`` batch (``rows.current_batch``):
+    its statements, the events' INSERT and the heads' upserts go to PostgreSQL without waiting
+    for each answer, and are answered and checked before the COMMIT.
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
@@ -116,15 +178,17 @@ def audited_atomic() -> Iterator[None]:
         return
     _buffer.events = []
     try:
-        with transaction.atomic():
+        with transaction.atomic(), rows.batch() if pipelined else nullcontext():
             yield
             # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
             # events of their own must start their own block, not join this finished one.
             events, _buffer.events = _buffer.events, None
+            prefetched, _buffer.prefetched = _buffer.prefetched, None
             if events:
-                _write(events)
+                _write(events, prefetched)
     finally:
         _buffer.events = None
+        _buffer.prefetched = None
 
 
 def audit_record(
@@ -157,7 +221,7 @@ def audit_record(
         raise transaction.TransactionManagementError("audit_record needs an open transaction")
     event = AuditEvent(
         created_at=timezone.now(),
-        chain=f"run:{run_id}" if run_id else SYSTEM_CHAIN,
+        chain=run_chain(run_id) if run_id else SYSTEM_CHAIN,
         run_id=run_id,
         project_id=project_id,
         actor_kind=actor.kind,
@@ -173,7 +237,7 @@ def audit_record(
     if _buffer.events is not None:
         _buffer.events.append(event)
     else:
-        _write([event])
+        _write([event], None)
     return event
 
 
@@ -248,7 +312,7 @@ def audit_purge_chains(
         group = chains[start : start + _PURGE_RECORD_CHAINS]
         started = time.monotonic()
         with transaction.atomic(), connection.cursor() as cursor:
-            heads = _read_heads(cursor, group)
+            heads = _read_heads(group)
             audit_record(
                 actor=actor or Actor.system("retention"),
                 verb=PURGE_VERB,

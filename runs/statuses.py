@@ -103,6 +103,8 @@ RUN_TERMINAL = with_flag(RUN_STATUSES, "terminal")
 RUN_CANCELLABLE = with_flag(RUN_STATUSES, "cancellable")
 STEP_TERMINAL = with_flag(STEP_STATUSES, "terminal")
 STEP_OPEN = with_flag(STEP_STATUSES, "open")
+# The open step statuses in a fixed order, for SQL ``IN`` lists (one statement text).
+OPEN_STEP_STATUSES = sorted(STEP_OPEN)
 STEP_IN_FLIGHT = with_flag(STEP_STATUSES, "in_flight")
 STEP_CANCELLABLE = with_flag(STEP_STATUSES, "cancellable")
 

@@ -11,15 +11,15 @@ from runs.executor.claim import Claim, claim_locked
 from runs.executor.gates import gate_open_locked
 from runs.executor.handover import hand_over_locked
 from runs.executor.limits import budget_gates_step_locked
-from runs.models import Executor, Run
-from runs.statuses import STEP_OPEN, RunStatus, StepStatus
+from runs.models import Executor, Run, Step
+from runs.statuses import OPEN_STEP_STATUSES, RunStatus, StepStatus
 from runs.transitions import lock_steps, record_transition, save_run, save_step
 from runs.wakeups import execute_step_on_commit
 
-_OPEN_STEP_STATUSES = sorted(STEP_OPEN)
 
-
-def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | None:
+def advance_locked(
+    run: Run, actor: Actor, *, claim: bool = False, first_open: list[Step] | None = None
+) -> Claim | None:
     """Move a locked run on: start it, stop its next step at its gate, queue it (or hand it
     to its client), or finish the run; a run over its budget fails or its next step waits for
     approval to continue (``runs.executor.limits``).
@@ -28,7 +28,8 @@ def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | No
     flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
     A queued step is sent to the workers after commit; with ``claim`` (the caller is a worker
     that will execute it) it is claimed for ``actor`` in this transaction instead and the
-    claim returned, which spares a commit and a broker round trip per step.
+    claim returned, which spares a commit and a broker round trip per step. ``first_open``
+    is the run's first open step (``[]``: none), when the caller has already locked it.
     """
     if run.status == RunStatus.QUEUED:
         run.start()
@@ -38,7 +39,7 @@ def advance_locked(run: Run, actor: Actor, *, claim: bool = False) -> Claim | No
     if run.status != RunStatus.RUNNING:
         return None
     # Steps run in index order, so the first open step is in flight or the next to start.
-    found = lock_steps(run, _OPEN_STEP_STATUSES, limit=1)
+    found = lock_steps(run, OPEN_STEP_STATUSES, limit=1) if first_open is None else first_open
     step = found[0] if found else None
     if step is not None and step.status != StepStatus.PENDING:
         return None

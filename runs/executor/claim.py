@@ -50,7 +50,8 @@ def claim_locked(
                 worker=actor.id,
                 started_at=now,
             )
-        ]
+        ],
+        returning=False,
     )
     plan, ledger_result = ledger_open(run, step, now)
     record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)

@@ -20,7 +20,7 @@ from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.handover import hand_over_locked
 from runs.models import Executor, Run, Step
-from runs.statuses import STEP_OPEN, RunStatus, StepStatus
+from runs.statuses import OPEN_STEP_STATUSES, RunStatus, StepStatus
 from runs.tools import get_tool, schema_problem
 from runs.transitions import lock_steps, record_event, record_transition, save_run, save_step
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
@@ -133,7 +133,7 @@ def gate_cancel_locked(*, run: Run, step: Step, actor: Actor) -> None:
 
 def cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
     """Cancel every open step of a locked run, closing the gate a step waits at."""
-    for step in lock_steps(run, sorted(STEP_OPEN)):
+    for step in lock_steps(run, OPEN_STEP_STATUSES):
         from_state = step.status
         if from_state == StepStatus.WAITING:
             gate_cancel_locked(run=run, step=step, actor=actor)

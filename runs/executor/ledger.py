@@ -36,7 +36,7 @@ def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     replay = run.agent == AgentKind.TRANSCRIPT
     if step.attempts == 1:
         # The key names this step and its arguments: no earlier attempt can have opened it.
-        rows.insert([ToolCall(idempotency_key=step.idempotency_key, **fields)])
+        rows.insert([ToolCall(idempotency_key=step.idempotency_key, **fields)], returning=False)
         return (REPLAY if replay else CALL), None
     call, created = ToolCall.objects.select_for_update().get_or_create(
         idempotency_key=step.idempotency_key, defaults=fields
@@ -66,7 +66,7 @@ def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any) -> None:
     """
     if plan not in (CALL, REPLAY) or outcome.effect_unknown:
         return
-    rows.update_where(
+    rows.write_where(
         ToolCall,
         {
             "status": CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,

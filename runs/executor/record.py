@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
-from audit.services import audited_atomic
+from audit.models import run_chain
+from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
@@ -24,9 +25,9 @@ from runs.executor.claim import Claim, step_heartbeat
 from runs.executor.finish import fail_run_locked
 from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.models import Checkpoint, Run, Step, StepAttempt
-from runs.statuses import AttemptStatus, StepStatus
+from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, StepStatus
 from runs.tools import ToolContext, get_tool
-from runs.transitions import lock_run, lock_step, record_transition, save_run, save_step
+from runs.transitions import record_transition, save_run, save_step
 from runs.wakeups import retry_step_on_commit
 
 logger = logging.getLogger(__name__)
@@ -115,17 +116,48 @@ def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now
     fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
 
 
+# Audit events of the usual step transaction: the step succeeded, the next one queued and
+# claimed (``audit_prefetch`` reserves their ids with the transaction's first reads).
+_USUAL_EVENTS = 3
+
+
+def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
+    """Lock the claimed step's run, the step and the run's first other open step, and queue
+    the audit chain's head and event ids, in one round trip; lock order as
+    ``runs.transitions`` (run, steps, audit chain)."""
+    batch = rows.current_batch()
+    assert batch is not None  # inside audited_atomic(pipelined=True)
+    run_id, step_id = claim.step.run_id, claim.step.pk
+    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
+    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
+    read_step = batch.select_later(Step, "id = %s", [step_id], lock=True)
+    read_next = batch.select_later(
+        Step,
+        f"run_id = %s AND status IN ({marks}) AND id <> %s",
+        [run_id, *OPEN_STEP_STATUSES, step_id],
+        lock=True,
+        order_by='"index"',
+        limit=1,
+    )
+    audit_prefetch(chains=[run_chain(run_id)], events=_USUAL_EVENTS)
+    batch.sync()
+    (run,), (step,) = read_run(), read_step()
+    return run, step, read_next()
+
+
 def record_outcome(
     claim: Claim, outcome: Outcome, actor: Actor, *, claim_next: bool = False
 ) -> Claim | None:
     """Record one attempt's outcome and advance the run (one transaction); with
-    ``claim_next``, claim the run's next step for ``actor`` if it can run at once."""
-    with audited_atomic():
-        run = lock_run(claim.step.run_id)
-        step = lock_step(claim.step.pk)
+    ``claim_next``, claim the run's next step for ``actor`` if it can run at once.
+
+    The transaction is pipelined (``audited_atomic(pipelined=True)``): its locks and reads
+    are one round trip, its writes and audit events a second, the commit a third."""
+    with audited_atomic(pipelined=True):
+        run, step, upcoming = _lock_for_record(claim)
         now = timezone.now()
         ledger_settle(claim.step, claim.plan, outcome, now)
-        rows.update_where(
+        rows.write_where(
             StepAttempt,
             {
                 "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
@@ -156,9 +188,11 @@ def record_outcome(
         run.state = agent_for(run.agent).checkpoint_state(
             run, index=step.index, tool=step.tool, result=outcome.result
         )
-        rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
+        rows.insert(
+            [Checkpoint(run=run, step=step, index=step.index, state=run.state)], returning=False
+        )
         save_run(run)
-        return advance_locked(run, actor, claim=claim_next)
+        return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
 
 
 def _record_with_retries(

@@ -286,7 +286,7 @@ def test_what_an_interrupted_purge_leaves_verifies(finished_run, monkeypatch):
 
 def test_a_writer_that_lost_a_race_for_a_new_chain_rolls_back(finished_run, monkeypatch):
     """Two first writers of a chain without a head: the second finds the head moved."""
-    monkeypatch.setattr(services, "_read_heads", lambda cursor, chains: {})
+    monkeypatch.setattr(services, "_read_heads", lambda chains: {})
     before = _snapshot()
     with pytest.raises(ChainMoved), transaction.atomic():
         audit_record(

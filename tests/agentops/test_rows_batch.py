@@ -1,0 +1,195 @@
+"""Batches of rows: pipelined reads, writes held and sent as one statement, guards checked
+before the commit, and what a batch costs in round trips as libpq's own trace counts them."""
+
+import uuid
+
+import pytest
+from django.db import connection, transaction
+from django_fsm import ConcurrentTransition
+
+from agentops import rows
+from agentops.actors import Actor
+from audit.services import audited_atomic
+from runs.control.create import run_create
+from runs.executor.entry import run_advance
+from runs.models import Checkpoint, Run, Step, StepStatus
+from testsupport.roundtrips import count_round_trips, round_trips
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+    with django_capture_on_commit_callbacks(execute=False):
+        return run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="batch",
+            steps=[{"tool": "echo", "args": {"value": 1}}] * 3,
+        )
+
+
+def test_the_round_trip_count_follows_the_trace_not_the_messages():
+    trace = "\n".join(
+        [
+            "F\t10\tQuery\t BEGIN",  # one message, one answer: 1
+            "B\t10\tCommandComplete\t BEGIN",
+            "B\t5\tReadyForQuery\t T",
+            "F\t40\tParse",  # a pipeline of three statements and a sync: 1
+            "F\t40\tBind",
+            "F\t9\tExecute",
+            "F\t40\tBind",
+            "F\t9\tExecute",
+            "F\t4\tSync",
+            "B\t13\tCommandComplete",
+            "B\t13\tCommandComplete",
+            "B\t5\tReadyForQuery\t T",
+            "B\t20\tNoticeResponse",  # unasked: no round trip
+        ]
+    )
+    found = count_round_trips(trace)
+    assert (found.count, found.sent) == (2, 7)
+
+
+def test_reads_queued_together_cost_one_round_trip(run):
+    step_ids = list(run.steps.order_by("index").values_list("pk", flat=True))
+    connection.ensure_connection()
+    with transaction.atomic(), rows.batch() as batch:
+        with round_trips(connection) as trips:
+            read_run = batch.select_later(Run, "id = %s", [run.pk], lock=True)
+            read_steps = [batch.select_later(Step, "id = %s", [pk]) for pk in step_ids]
+            batch.sync()
+            (loaded_run,) = read_run()
+            loaded = [read() for read in read_steps]
+    assert trips.count == 1
+    assert loaded_run.goal == "batch"
+    assert [step.pk for (step,) in loaded] == step_ids
+
+
+def test_held_writes_go_as_one_statement_and_all_take_effect(run):
+    first, second, third = run.steps.order_by("index")
+    with transaction.atomic(), rows.batch():
+        for step in rows.select(Step, "run_id = %s", [run.pk], order_by='"index"'):
+            step.enqueue()
+            rows.update(step, guard={"status": StepStatus.PENDING})
+        rows.insert([Checkpoint(run=run, step=first, index=0, state={"k": 1})], returning=False)
+        rows.write_where(Run, {"goal": "written"}, {"pk": run.pk})
+        batch = rows.current_batch()
+        assert batch is not None
+        assert len(batch._held.writes) == 5  # nothing sent yet
+    stored = dict(Step.objects.filter(run=run).values_list("pk", "status"))
+    assert stored == {first.pk: "queued", second.pk: "queued", third.pk: "queued"}
+    assert Run.objects.get(pk=run.pk).goal == "written"
+    assert list(Checkpoint.objects.filter(run=run).values_list("state", flat=True)) == [{"k": 1}]
+
+
+def test_two_writes_of_one_row_both_take_effect(run):
+    # One statement may change a row only once: the second write starts a new statement.
+    step = run.steps.order_by("index").first()
+    with transaction.atomic(), rows.batch():
+        rows.write_where(Step, {"rationale": "one"}, {"pk": step.pk})
+        rows.write_where(Step, {"lease_owner": "two"}, {"pk": step.pk})
+    stored = Step.objects.get(pk=step.pk)
+    assert (stored.rationale, stored.lease_owner) == ("one", "two")
+
+
+def test_an_update_after_an_insert_of_its_table_sees_the_new_row(run):
+    step = run.steps.order_by("index").first()
+    with transaction.atomic(), rows.batch():
+        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        rows.write_where(Checkpoint, {"state": {"seen": True}}, {"run_id": run.pk})
+    assert list(Checkpoint.objects.filter(run=run).values_list("state", flat=True)) == [
+        {"seen": True}
+    ]
+
+
+def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
+    first, second = list(run.steps.order_by("index"))[:2]
+    loaded = {s.pk: s for s in rows.select(Step, "run_id = %s", [run.pk])}
+    Step.objects.filter(pk=second.pk).update(status=StepStatus.SKIPPED)  # after the read
+    with pytest.raises(ConcurrentTransition), transaction.atomic(), rows.batch():
+        for pk in (first.pk, second.pk):
+            loaded[pk].enqueue()
+            rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+    statuses = dict(Step.objects.filter(run=run).values_list("pk", "status"))
+    assert statuses[first.pk] == StepStatus.PENDING
+    assert statuses[second.pk] == StepStatus.SKIPPED
+    assert not Checkpoint.objects.filter(run=run).exists()
+
+
+def test_an_orm_statement_closes_the_batch_and_reads_a_true_count(run):
+    step = run.steps.order_by("index").first()
+    with transaction.atomic(), rows.batch():
+        rows.write_where(Step, {"rationale": "held"}, {"pk": step.pk})
+        # The ORM reads its row count at once: the batch sends what it holds first.
+        assert Step.objects.filter(pk=step.pk, rationale="held").update(lease_owner="orm") == 1
+        assert rows.current_batch() is None
+    assert Step.objects.get(pk=step.pk).lease_owner == "orm"
+
+
+def test_a_json_field_changed_in_place_or_to_an_equal_python_value_is_written(run):
+    step = run.steps.order_by("index").first()
+    Step.objects.filter(pk=step.pk).update(result={"n": [1]})
+    loaded = rows.get(Step, step.pk)
+    loaded.result["n"].append(2)  # in place: the loaded object itself changed
+    with transaction.atomic():
+        rows.update(loaded, guard={"status": StepStatus.PENDING})
+    assert Step.objects.get(pk=step.pk).result == {"n": [1, 2]}
+    loaded = rows.get(Step, step.pk)
+    loaded.result = {"n": [True, 2]}  # equal in Python (1 == True), not in JSON
+    with transaction.atomic():
+        rows.update(loaded, guard={"status": StepStatus.PENDING})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT result::text FROM runs_step WHERE id = %s", [step.pk])
+        assert cursor.fetchone()[0] == '{"n": [true, 2]}'
+
+
+def test_an_unchanged_field_is_not_written(run):
+    step = run.steps.order_by("index").first()
+    loaded = rows.get(Step, step.pk)
+    # Changed by someone else after the load: an update that does not change it keeps theirs.
+    Step.objects.filter(pk=step.pk).update(lease_owner="someone")
+    loaded.enqueue()
+    with transaction.atomic():
+        rows.update(loaded, guard={"status": StepStatus.PENDING})
+    stored = Step.objects.get(pk=step.pk)
+    assert (stored.status, stored.lease_owner) == (StepStatus.QUEUED, "someone")
+
+
+def test_a_recorded_step_costs_four_round_trips(settings):
+    """Each step after the first: the transaction's start (BEGIN, for which psycopg waits in
+    pipeline mode; a savepoint inside the test's transaction), the locks and reads, the writes
+    with the audit events and the next step's claim, and the COMMIT (release)."""
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    connection.ensure_connection()
+
+    def trips_of(steps: int) -> int:
+        started = run_create(
+            actor=Actor.system("test"),
+            agent="plan",
+            goal="round trips",
+            steps=[{"tool": "echo", "args": {"value": 1}}] * steps,
+        )
+        with round_trips(connection) as trips:
+            run_advance(run_id=started.pk, actor=Actor.worker(), execute=True)
+        assert Run.objects.get(pk=started.pk).status == "succeeded"
+        return trips.count
+
+    assert trips_of(21) - trips_of(11) == 4 * 10
+
+
+def test_audit_events_of_a_pipelined_block_keep_the_chain_valid(run):
+    from audit.selectors import chain_verify
+
+    run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+    report = chain_verify(f"run:{run.pk}")
+    assert report.ok, report
+
+
+def test_audit_prefetch_needs_a_pipelined_block():
+    from audit.services import audit_prefetch
+
+    with pytest.raises(RuntimeError), audited_atomic():
+        audit_prefetch(chains=[f"run:{uuid.uuid4()}"], events=1)
