@@ -1,31 +1,41 @@
 """Step throughput: no-op steps per second end to end, with 1 and 2 worker processes, against a
-bare Celery chain of no-op tasks with the same settings; commits and SQL statements per step.
+bare Celery chain of no-op tasks with the same settings and against DBOS workflows of no-op
+steps on the same PostgreSQL server; commits and SQL statements per step.
 
 A no-op step is an ``echo`` step of a plan run (low risk, no approval): claimed, executed,
 its result, transition, audit event and checkpoint committed, the run advanced and the next
-step enqueued. ``runs`` runs of ``steps`` steps are created at once from this process
-(``runs.control.create.run_create``), so the workers always have work; throughput is the steps
-completed over the time from the first creation to the last run's ``finished_at``. The
-baseline sends as many chains of as many ``benchmarks.noop`` links, each link enqueueing the
-next, to the same workers.
+step claimed. ``runs`` runs of ``steps`` steps are created at once over the REST API
+(``POST /api/v1/runs/``, an operator's API token, ``CREATE_CONNECTIONS`` requests at a time)
+through the daphne processes, so the workers always have work; throughput is the steps
+completed over the time from just before the first request to the last run's ``finished_at``.
+The bare-chain baseline sends as many chains of as many ``benchmarks.noop`` links, each link
+enqueueing the next, to the same workers. The DBOS baseline enqueues as many DBOS workflows of
+as many ``@DBOS.step()`` no-ops (``benchmarks/dbos_worker.py``) on a DBOS queue from this
+process (``DBOSClient``) for as many DBOS worker processes, each running one workflow at a
+time; its throughput is the steps over the time from just before the first enqueue to the
+last workflow's ``completed_at`` (DBOS's system database).
 
 Commits per step: the delta of ``pg_stat_database.xact_commit`` of the benchmark database
-over the run (workers stopped before reading, so their counters are flushed), minus this
-process's own transactions (creating the runs, polling), divided by the steps. SQL statements
-per step: every statement of one whole run of ``steps`` steps executed in-process with eager
-tasks (``CaptureQueriesContext``), creation included, divided by its steps
-(``pg_stat_statements`` is not loaded on this server).
+over the run (workers and daphne stopped before reading, so their counters are flushed), minus
+this process's own transactions (polling), divided by the steps; it includes daphne's: its
+start and the creation requests. SQL statements per step: every statement of one whole run of
+``steps`` steps executed in-process with eager tasks (``CaptureQueriesContext``), creation
+included, divided by its steps (``pg_stat_statements`` is not loaded on this server).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness import Bench, Figure, Sample, Target
+import aiohttp
+
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
 from testsupport.processes import wait_until
 
 NAME = "throughput"
@@ -38,18 +48,34 @@ class Size:
     worker_counts: tuple[int, ...]
 
 
-SIZES = {"tiny": Size(runs=3, steps=3, worker_counts=(1, 2)), "full": Size(30, 20, (1, 2))}
+SIZES = {"tiny": Size(runs=3, steps=3, worker_counts=(1, 2)), "full": Size(40, 25, (1, 2))}
 
 FIGURES = [
     Figure("steps_1", "no-op steps/s, 1 worker (baseline: bare chain)", "steps/s",
            (Target(">=", 0.5, "ratio"),)),
     Figure("steps_2", "no-op steps/s, 2 workers (baseline: bare chain)", "steps/s",
            (Target(">=", 300), Target(">=", 0.5, "ratio"))),
-    Figure("commits", "PostgreSQL commits per step", "commits", (Target("<", 3),)),
+    Figure("vs_dbos_1", "agentops / DBOS, 1 worker (baseline: DBOS steps/s)", "steps/s",
+           (Target(">=", 1.0, "ratio"),)),
+    Figure("vs_dbos_2", "agentops / DBOS, 2 workers (baseline: DBOS steps/s)", "steps/s",
+           (Target(">=", 1.0, "ratio"),)),
+    Figure("dbos_1", "DBOS no-op steps/s, 1 worker (baseline: bare chain)", "steps/s"),
+    Figure("dbos_2", "DBOS no-op steps/s, 2 workers (baseline: bare chain)", "steps/s"),
+    Figure("commits", "PostgreSQL commits per step (REST creation included)", "commits",
+           (Target("<", 3),)),
     Figure("statements", "SQL statements per step (in-process run)", "statements"),
 ]  # fmt: skip
 
 STEP = {"tool": "echo", "args": {"value": 1}}
+# Creation requests in flight at once: two per daphne process (the default one per core), so
+# each has one request to serve while the client reads the other's answer.
+CREATE_CONNECTIONS = 4
+# How often a DBOS worker polls its queue for a workflow (DBOS's default is 1 s). A worker
+# running one workflow at a time only looks for the next one when it polls, so at the default
+# it waits half a second on average between workflows (about 50 steps/s with 2 workers on the
+# development machine); 1 ms to 50 ms were tried there and 5 to 20 ms did best, within the
+# noise of each other (more often costs the polling's own queries).
+DBOS_POLLING_SECONDS = 0.01
 
 
 class OwnTransactions:
@@ -109,29 +135,112 @@ def wait_runs(ids: list[str], status: str, timeout: float) -> None:
     wait_until(done, timeout, f"{len(ids)} runs {status}", interval=0.1)
 
 
-def app_steps_per_second(bench: Bench, size: Size) -> tuple[float, float]:
-    """Run ``size.runs`` runs on the running workers; returns (steps/s, commits per step).
+@functools.cache
+def operator_token() -> str:
+    """An API token of the default project's operator (created once per process)."""
+    return str(bench_users()["operator_token"])
 
-    Stops the workers (to read their commit counters): the caller starts them again.
+
+async def post_runs(base_url: str, token: str, count: int, steps: int) -> list[str]:
+    """Create ``count`` plan runs of ``steps`` no-op steps with ``POST /api/v1/runs/`` at
+    ``base_url``, ``CREATE_CONNECTIONS`` requests at a time; returns their ids (UUID text).
+
+    Raises:
+        RuntimeError: a request was not answered 201 (with its status and body).
+    """
+    headers = {"Authorization": f"Token {token}"}
+    connector = aiohttp.TCPConnector(limit=CREATE_CONNECTIONS)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(
+        base_url, headers=headers, connector=connector, timeout=timeout
+    ) as session:
+
+        async def create(i: int) -> str:
+            body = {"agent": "plan", "goal": f"bench {i}", "steps": [STEP] * steps}
+            async with session.post("/api/v1/runs/", json=body) as response:
+                if response.status != 201:
+                    text = await response.text()
+                    raise RuntimeError(f"POST /api/v1/runs/: {response.status} {text[:500]}")
+                return str((await response.json())["id"])
+
+        return list(await asyncio.gather(*(create(i) for i in range(count))))
+
+
+def app_steps_per_second(bench: Bench, size: Size) -> tuple[float, float]:
+    """Create ``size.runs`` runs over the REST API for the running workers; returns (steps/s,
+    commits per step).
+
+    Starts daphne after reading the commit counter and stops it and the workers before
+    reading it again (their counters are flushed when their connections end): the caller
+    starts the workers again.
     """
     from django.db import connection
     from django.db.models import Max
 
     from runs.models import Run
 
+    token = operator_token()
+    bench.stop_daphne()
     connection.close()
     before = bench.xact_commits()
+    bench.start_daphne()
     own = OwnTransactions()
     with connection.execute_wrapper(own):
         began = time.time()
-        ids = create_runs(size.runs, size.steps, own)
+        ids = asyncio.run(post_runs(bench.http_url, token, size.runs, size.steps))
         wait_runs(ids, "succeeded", timeout=120 + size.runs * size.steps / 5)
         finished = Run.objects.filter(pk__in=ids).aggregate(last=Max("finished_at"))["last"]
     bench.stop_workers()
+    bench.stop_daphne()
     connection.close()
     commits = bench.xact_commits() - before - own.total
     steps = size.runs * size.steps
     return steps / (finished.timestamp() - began), commits / steps
+
+
+def dbos_client(bench: Bench) -> Any:
+    """A ``DBOSClient`` of the DBOS baseline's application on its system database, with its
+    queue (named ``bench.queue``: one workflow at a time per worker process) registered."""
+    from dbos import DBOSClient
+
+    from benchmarks.dbos_worker import APP_NAME
+
+    client = DBOSClient(system_database_url=bench.dbos_url, application_name=APP_NAME)
+    client.register_queue(
+        bench.queue,
+        worker_concurrency=1,
+        polling_interval_sec=DBOS_POLLING_SECONDS,
+        application_name=APP_NAME,
+    )
+    return client
+
+
+def dbos_steps_per_second(bench: Bench, client: Any, workflows: int, steps: int) -> float:
+    """Enqueue ``workflows`` DBOS workflows of ``steps`` no-op steps for the running DBOS
+    workers; returns steps/s (to the last workflow's ``completed_at``, DBOS's database clock).
+
+    Raises:
+        RuntimeError: a workflow did not succeed, or did not run its ``steps`` steps.
+        TimeoutError: they were not all done in time.
+    """
+    from benchmarks.dbos_worker import APP_VERSION, WORKFLOW
+
+    options = {"queue_name": bench.queue, "workflow_name": WORKFLOW, "app_version": APP_VERSION}
+    began = time.time()
+    ids = [client.enqueue(options, steps).get_workflow_id() for _ in range(workflows)]
+
+    def done() -> list[Any] | None:
+        found = client.list_workflows(workflow_ids=ids, load_input=False)
+        statuses = {w.status for w in found}
+        if statuses - {"ENQUEUED", "PENDING", "SUCCESS"}:
+            raise RuntimeError(f"DBOS workflows ended {statuses}")
+        return found if len(found) == len(ids) and statuses == {"SUCCESS"} else None
+
+    found = wait_until(done, 120 + workflows * steps / 5, "DBOS workflows", interval=0.1)
+    if {w.output for w in found} != {steps}:
+        raise RuntimeError(f"DBOS workflows ran {sorted({w.output for w in found})} steps")
+    finished = max(w.completed_at for w in found) / 1000
+    return workflows * steps / (finished - began)
 
 
 def chain_links_per_second(bench: Bench, chains: int, links: int) -> float:
@@ -172,13 +281,25 @@ def statements_per_step(steps: int) -> float:
 def run(bench: Bench) -> Iterator[Sample]:
     size = SIZES[bench.size]
     yield Sample("statements", statements_per_step(size.steps))
-    for _ in range(bench.repeat):
-        for workers in size.worker_counts:
-            bench.stop_workers()
-            bench.start_workers(workers)
-            baseline = chain_links_per_second(bench, size.runs, size.steps)
-            steps_per_s, commits = app_steps_per_second(bench, size)
-            yield Sample(f"steps_{workers}", steps_per_s, baseline)
-            yield Sample("commits", commits)
-            if workers == 2:
-                bench.shared.setdefault("steps_per_s_2", []).append(steps_per_s)
+    bench.recreate_dbos_database()
+    client = dbos_client(bench)
+    try:
+        for _ in range(bench.repeat):
+            for workers in size.worker_counts:
+                # Only the processes under test run while each is measured.
+                bench.stop_dbos_workers()
+                bench.stop_workers()
+                bench.start_workers(workers)
+                chain = chain_links_per_second(bench, size.runs, size.steps)
+                steps_per_s, commits = app_steps_per_second(bench, size)
+                bench.start_dbos_workers(workers)
+                dbos = dbos_steps_per_second(bench, client, size.runs, size.steps)
+                bench.stop_dbos_workers()
+                yield Sample(f"steps_{workers}", steps_per_s, chain)
+                yield Sample(f"vs_dbos_{workers}", steps_per_s, dbos)
+                yield Sample(f"dbos_{workers}", dbos, chain)
+                yield Sample("commits", commits)
+                if workers == 2:
+                    bench.shared.setdefault("steps_per_s_2", []).append(steps_per_s)
+    finally:
+        client.destroy()

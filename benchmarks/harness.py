@@ -1,5 +1,5 @@
 """What every benchmark shares: figures and the results table, statistics, the processes under
-test (Celery workers, daphne), PostgreSQL counters and bulk data.
+test (Celery workers, daphne, DBOS workers), PostgreSQL counters and bulk data.
 
 A benchmark module (``bench_*.py``) has ``NAME``, ``FIGURES`` (the rows it reports), ``SIZES``
 (its parameters for ``tiny`` and ``full``) and ``run(bench) -> Iterator[Sample]``, which repeats
@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from testsupport.database import recreate_database
 from testsupport.processes import (
     ROOT,
     Process,
@@ -201,8 +202,10 @@ class Bench:
 
     ``server`` is ``postgres://user@host:port``, ``database`` the benchmark's own database,
     ``redis_url`` the Redis database of the broker and channel layer, ``queue`` the Celery queue
-    of its workers; ``size`` is tiny or full; ``repeat`` how many times each benchmark measures;
-    ``shared`` carries samples from one benchmark to the next (``steps_per_s_2``).
+    of its workers (and the DBOS queue of the DBOS baseline's workers, in the DBOS system
+    database ``<database>_dbos``); ``size`` is tiny or full; ``repeat`` how many times each
+    benchmark measures; ``shared`` carries samples from one benchmark to the next
+    (``steps_per_s_2``).
     """
 
     server: str
@@ -217,6 +220,7 @@ class Bench:
     shared: dict[str, list[float]] = field(default_factory=dict)
     workers: list[Process] = field(default_factory=list)
     daphne: list[Process] = field(default_factory=list)
+    dbos_workers: list[Process] = field(default_factory=list)
     daphne_port: int = 0
     listener: socket.socket | None = None
 
@@ -307,20 +311,24 @@ class Bench:
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self.daphne_port = int(self.listener.getsockname()[1])
         fd = self.listener.fileno()
-        cmd = daphne_command(fd=fd)
+        # The project's application, with the benchmark's Celery queue (benchmarks/asgi.py).
+        cmd = daphne_command(fd=fd, application="benchmarks.asgi:application")
         env = {**self.env(), "AGENTOPS_DB_POOL": "1"}  # as web processes run (scripts/start)
-        for i in range(self.web_processes):
-            self.daphne.append(Process(cmd, env, self.logs / f"daphne-{i}.log", pass_fds=(fd,)))
+        logs = [self.logs / f"daphne-{i}.log" for i in range(self.web_processes)]
+        # A process's log is appended to across restarts: only what this one wrote counts.
+        offsets = [_log_size(log) for log in logs]
+        for log in logs:
+            self.daphne.append(Process(cmd, env, log, pass_fds=(fd,)))
 
-        def serving(process: Process) -> bool:
+        def serving(process: Process, offset: int) -> bool:
             # Ask the shared socket until this process has answered a request (its access log
             # shows one): the kernel hands each connection to one of the accepting processes.
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(f"{self.http_url}/accounts/login/", timeout=2).close()  # noqa: S310 (our own server)
-            return '"GET /accounts/login/" 200' in process.log.read_text()
+            return b'"GET /accounts/login/" 200' in process.log.read_bytes()[offset:]
 
-        for process in self.daphne:
-            process.wait_until(functools.partial(serving, process), "daphne")
+        for process, offset in zip(self.daphne, offsets, strict=True):
+            process.wait_until(functools.partial(serving, process, offset), "daphne")
 
     def stop_daphne(self) -> None:
         for process in self.daphne:
@@ -330,8 +338,58 @@ class Bench:
             self.listener.close()
             self.listener = None
 
+    # DBOS workers ------------------------------------------------------------------------------
+
+    @property
+    def dbos_database(self) -> str:
+        """The DBOS baseline's system database (and its role), next to ``database``."""
+        return f"{self.database}_dbos"
+
+    @property
+    def dbos_url(self) -> str:
+        """The DBOS system database, as its own role (SQLAlchemy's ``postgresql://`` form)."""
+        host = self.server.rpartition("@")[2]
+        return f"postgresql://{self.dbos_database}@{host}/{self.dbos_database}"
+
+    def recreate_dbos_database(self) -> None:
+        """Drop and re-create the DBOS system database (as ``recreate_database`` does the
+        benchmark's) and create DBOS's schema in it (``DBOS.migrate``)."""
+        from dbos import DBOS
+
+        recreate_database(self.server, self.dbos_database)
+        DBOS.migrate(self.dbos_url)
+
+    def start_dbos_workers(self, count: int) -> None:
+        """Run exactly ``count`` DBOS worker processes (``benchmarks/dbos_worker.py``, DBOS
+        executors ``<queue>-<i>``), starting or stopping them as needed, and return once every
+        one polls the DBOS queue ``queue`` (registered by the caller beforehand)."""
+        from benchmarks.dbos_worker import READY_LINE
+
+        if len(self.dbos_workers) == count:
+            return
+        self.stop_dbos_workers()
+        logs = [self.logs / f"dbos-worker-{i}.log" for i in range(count)]
+        offsets = [_log_size(log) for log in logs]
+        for i, log in enumerate(logs):
+            cmd = [sys.executable, "-m", "benchmarks.dbos_worker"]
+            cmd += ["--system-database", self.dbos_url, "--queue", self.queue]
+            cmd += ["--executor", f"{self.queue}-{i}"]
+            self.dbos_workers.append(Process(cmd, self.env(), log, name=f"dbos worker {i}"))
+        for i, (worker, offset) in enumerate(zip(self.dbos_workers, offsets, strict=True)):
+
+            def ready(worker: Process = worker, offset: int = offset) -> bool:
+                return READY_LINE.encode() in worker.log.read_bytes()[offset:]
+
+            worker.wait_until(ready, f"dbos worker {i}")
+
+    def stop_dbos_workers(self) -> None:
+        for worker in self.dbos_workers:
+            worker.stop()
+        self.dbos_workers = []
+
     def stop_all(self) -> None:
         self.stop_workers()
+        self.stop_dbos_workers()
         self.stop_daphne()
 
     # PostgreSQL counters ---------------------------------------------------------------------
@@ -361,6 +419,11 @@ class Bench:
             ).fetchone()
         assert row is not None
         return int(row[0])
+
+
+def _log_size(log: Path) -> int:
+    """The size of ``log`` in bytes, 0 when it does not exist yet."""
+    return log.stat().st_size if log.exists() else 0
 
 
 # ---------------------------------------------------------------------------------------------

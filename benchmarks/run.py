@@ -6,9 +6,10 @@ Usage (from the project root; PostgreSQL on 127.0.0.1:5432 with user postgres, a
 
     .venv/bin/python benchmarks/run.py [--size tiny|full] [--only NAME ...] [--repeat 3]
 
-It drops and re-creates its own database (``--database``), migrates it, starts and stops its
-own workers and daphne, and uses its own Celery queue and channel-layer prefix (named after the
-database) in the Redis database of ``--redis-url``. Exit status 0 when every benchmark ran
+It drops and re-creates its own database (``--database``; the throughput benchmark also its
+DBOS baseline's system database, ``<database>_dbos``), migrates it, starts and stops its own
+workers, DBOS workers and daphne, and uses its own Celery queue and channel-layer prefix (named
+after the database) in the Redis database of ``--redis-url``. Exit status 0 when every benchmark ran
 (a missed target is a measurement, not an error), 1 when one failed.
 """
 

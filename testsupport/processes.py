@@ -161,9 +161,11 @@ def celery_beat_command(*, schedule: Path) -> list[str]:
     return [*cmd, "--schedule", str(schedule)]
 
 
-def daphne_command(*, port: int = 0, fd: int | None = None) -> list[str]:
-    """``daphne web.asgi:application`` on 127.0.0.1:``port``, or on the inherited listening
-    socket ``fd``."""
+def daphne_command(
+    *, port: int = 0, fd: int | None = None, application: str = "web.asgi:application"
+) -> list[str]:
+    """``daphne <application>`` (``module:attribute``, the project's by default) on
+    127.0.0.1:``port``, or on the inherited listening socket ``fd``."""
     cmd = [sys.executable, "-m", "daphne"]
     cmd += ["--fd", str(fd)] if fd is not None else ["-b", "127.0.0.1", "-p", str(port)]
-    return [*cmd, "web.asgi:application"]
+    return [*cmd, application]

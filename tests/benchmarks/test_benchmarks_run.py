@@ -1,7 +1,8 @@
 """``benchmarks/run.py --size tiny`` runs every benchmark and prints each one's rows.
 
 Benchmarks are measurements, never timed tests: this only checks that each one runs end to end
-(its own database, workers and daphne) on a tiny size and reports every figure.
+(its own database, workers and daphne, and the DBOS baseline's system database and workers) on
+a tiny size and reports every figure.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def test_every_benchmark_runs_on_a_tiny_size_and_prints_its_rows(tmp_path):
         )
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            ident = sql.Identifier(database)
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+            for name in (database, f"{database}_dbos"):
+                ident = sql.Identifier(name)
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     table = result.stdout.split("All benchmarks")[-1].splitlines()
     for prefix in _expected_rows():
