@@ -72,6 +72,8 @@ class Verdict:
 
 
 def _rule_reason(rule: RiskRule, found: Evaluation | None) -> str:
+    if found is None and rule.description:
+        return f"rule #{rule.pk} '{rule.description}': {rule.risk} risk"
     if found is None:
         return f"rule {rule.pattern}: {rule.risk} risk"
     shown = f" ({found.values})" if found.values else ""
