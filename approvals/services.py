@@ -1,12 +1,13 @@
 """Every change to approval requests: the approval gate (opening, cancelling and expiring
-requests) and reviewers' decisions.
+requests), reviewers' decisions, and beat's reminders and escalations. Each records the
+notifications it causes (``approvals.notifications``) in its own transaction.
 
 Lock order as in ``runs.transitions``: the run row, then the step, then the approval request.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -82,7 +83,7 @@ class ApprovalGate:
         policy = ApprovalPolicy.from_json(step.gate_params)
         now = timezone.now()
 
-        def after(seconds: int) -> Any:
+        def after(seconds: int) -> datetime | None:
             return now + timedelta(seconds=seconds) if seconds else None
 
         approval = ApprovalRequest.objects.create(
