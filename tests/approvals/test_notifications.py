@@ -1,6 +1,6 @@
 """Delivering notifications: a failing webhook is retried with backoff and each failure is
-recorded; a notification is sent once however often its task runs; one that keeps failing
-ends failed; admin lists them with webhook secrets hidden."""
+recorded; a notification is sent once however often its task runs, also by two tasks at once;
+one that keeps failing ends failed; admin lists them with webhook secrets hidden."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.utils import timezone
 from approvals import tasks
 from approvals.models import Notification, NotificationStatus, RiskRule
 from tests.approvals.conftest import client_step, group_of
+from testsupport.concurrency import run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +140,19 @@ def test_admin_lists_notifications_with_webhook_secrets_hidden(
     ).content.decode()
     assert "s3cret" not in detail
     assert "[agentops] Approval needed: refund_payment (high)" in detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_tasks_sending_one_notification_at_once_send_it_once(
+    settings, operator, hooked_rule, webhook_server, django_capture_on_commit_callbacks
+):
+    # The first attempt fails, so the notification is pending and due again at once.
+    settings.AGENTOPS_NOTIFY_RETRY_BASE_SECONDS = 3600
+    webhook_server.replies = [500]
+    notification = _open(operator, django_capture_on_commit_callbacks)
+    Notification.objects.filter(pk=notification.pk).update(next_attempt_at=timezone.now())
+    results = run_together([lambda: tasks.send_notification(notification.pk)] * 2)
+    assert sorted(results) == ["", NotificationStatus.SENT]
+    assert len(webhook_server.posts) == 2  # the failed attempt and one send
+    notification.refresh_from_db()
+    assert (notification.status, notification.attempts) == (NotificationStatus.SENT, 2)
