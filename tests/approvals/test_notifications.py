@@ -156,3 +156,26 @@ def test_two_tasks_sending_one_notification_at_once_send_it_once(
     assert len(webhook_server.posts) == 2  # the failed attempt and one send
     notification.refresh_from_db()
     assert (notification.status, notification.attempts) == (NotificationStatus.SENT, 2)
+
+
+def test_a_claim_whose_worker_died_is_taken_over_after_it_runs_out(
+    operator, hooked_rule, webhook_server, django_capture_on_commit_callbacks
+):
+    webhook_server.replies = [500]
+    notification = _open(operator, django_capture_on_commit_callbacks)
+    # As a worker that claimed it and died would leave it.
+    claimed = Notification.objects.filter(pk=notification.pk)
+    claimed.update(
+        status=NotificationStatus.SENDING,
+        next_attempt_at=timezone.now(),
+        claimed_until=timezone.now() + timedelta(seconds=60),
+    )
+    assert tasks.notify_due()["notifications_resent"] == 0
+    assert tasks.send_notification(notification.pk) == ""
+    assert len(webhook_server.posts) == 1
+
+    claimed.update(claimed_until=timezone.now() - timedelta(seconds=1))
+    assert tasks.notify_due()["notifications_resent"] == 1
+    notification.refresh_from_db()
+    assert (notification.status, notification.attempts) == (NotificationStatus.SENT, 2)
+    assert len(webhook_server.posts) == 2
