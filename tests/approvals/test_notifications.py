@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
 from approvals import tasks
-from approvals.models import Notification, NotificationStatus, RiskRule
+from approvals.models import GroupWebhooks, Notification, NotificationStatus, RiskRule
+from audit.models import AuditEvent
 from tests.approvals.conftest import client_step, group_of
 from testsupport.concurrency import run_together
 
@@ -179,3 +181,25 @@ def test_a_claim_whose_worker_died_is_taken_over_after_it_runs_out(
     notification.refresh_from_db()
     assert (notification.status, notification.attempts) == (NotificationStatus.SENT, 2)
     assert len(webhook_server.posts) == 2
+
+
+def test_group_webhooks_are_checked_and_their_secrets_kept_out_of_the_audit_log(
+    admin_client, seeded
+):
+    managers = Group.objects.create(name="managers")
+    url = reverse("admin:approvals_groupwebhooks_add")
+    refused = admin_client.post(url, {"group": managers.pk, "webhook_urls": "https://x.test/"})
+    assert refused.status_code == 200
+    assert "line 1 is not a webhook URL" in refused.content.decode()
+    assert not GroupWebhooks.objects.exists()
+
+    saved = admin_client.post(
+        url, {"group": managers.pk, "webhook_urls": "jsons://bot:s3cret@hooks.example.com/m"}
+    )
+    assert saved.status_code == 302
+    assert GroupWebhooks.objects.get().group == managers
+    event = AuditEvent.objects.get(verb="admin.groupwebhooks.added")
+    assert "s3cret" not in str(event.payload)
+    assert "hooks.example.com" in str(event.payload)
+    listing = admin_client.get(reverse("admin:approvals_groupwebhooks_changelist"))
+    assert "s3cret" not in listing.content.decode()
