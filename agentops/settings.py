@@ -187,8 +187,17 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # them straight from the app folders, in production from `collectstatic`'s output.
 WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
+# E-mail (notifications of approval requests): Django's backends; SMTP with
+# EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST* variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentops@localhost")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "run-list"
 LOGOUT_REDIRECT_URL = "login"
@@ -249,6 +258,7 @@ CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": MAINTENANCE_QUEUE},
     "runs.retention_purge": {"queue": MAINTENANCE_QUEUE},
     "gateway.end_idle_sessions": {"queue": MAINTENANCE_QUEUE},
+    "approvals.notify_due": {"queue": MAINTENANCE_QUEUE},
 }
 
 if REDIS_URL:
@@ -319,6 +329,20 @@ SPECTACULAR_SETTINGS = {
 
 # agentops policy knobs.
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 24 * 3600, minimum=1)
+# Notifications of approval requests (``approvals.notifications``): how often beat reminds,
+# escalates and re-sends lost notifications (seconds); attempts before a notification is
+# failed, and the backoff between them (base doubled per attempt, capped; seconds); how long a
+# worker's claim on one lasts before another may take it over (seconds); notifications re-sent
+# per beat run; the site's address in links (e.g. https://agentops.example.com).
+AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS = env_int(
+    "AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS", 30, minimum=1
+)
+AGENTOPS_NOTIFY_MAX_ATTEMPTS = env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5, minimum=1)
+AGENTOPS_NOTIFY_RETRY_BASE_SECONDS = env_int("AGENTOPS_NOTIFY_RETRY_BASE_SECONDS", 30, minimum=0)
+AGENTOPS_NOTIFY_RETRY_MAX_SECONDS = env_int("AGENTOPS_NOTIFY_RETRY_MAX_SECONDS", 3600, minimum=0)
+AGENTOPS_NOTIFY_CLAIM_SECONDS = env_int("AGENTOPS_NOTIFY_CLAIM_SECONDS", 120, minimum=1)
+AGENTOPS_NOTIFY_BATCH = env_int("AGENTOPS_NOTIFY_BATCH", 500, minimum=1)
+AGENTOPS_PUBLIC_URL = env_str("AGENTOPS_PUBLIC_URL", "")
 # Seconds between two checks that an open WebSocket's token, session and user still hold
 # (``audit.consumers``): a revoked one stops receiving events within this time of the next.
 AGENTOPS_WS_RECHECK_SECONDS = env_int("AGENTOPS_WS_RECHECK_SECONDS", 5, minimum=0)
@@ -380,4 +404,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(AGENTOPS_RETENTION_INTERVAL_SECONDS),
     },
     "mcp-idle-sessions": {"task": "gateway.end_idle_sessions", "schedule": 60.0},
+    "approval-notifications": {
+        "task": "approvals.notify_due",
+        "schedule": float(AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS),
+    },
 }

@@ -1,4 +1,5 @@
-"""Admin for risk rules (editable) and approval requests and decisions (read-only).
+"""Admin for risk rules and group webhooks (editable), and approval requests, decisions and
+notifications (read-only).
 
 Approval requests are decided through ``approvals.services.approval_decide`` only, which the
 "Approve selected" / "Reject selected" actions call once per request with the admin user as
@@ -7,6 +8,9 @@ the reviewer, so the usual rules apply (not your own run, one decision per revie
 
 from __future__ import annotations
 
+from typing import Any
+
+import apprise
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -15,19 +19,145 @@ from django.http import HttpRequest
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import services
-from approvals.models import ApprovalDecision, ApprovalRequest, Decision, RiskRule
+from approvals.models import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Decision,
+    GroupWebhooks,
+    Notification,
+    NotificationChannel,
+    RiskRule,
+    webhook_list,
+)
 from approvals.policy import DECIDE_PERMISSION
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from projects.admin import ProjectScopedAdminMixin
 
 
+def masked(url: str) -> str:
+    """A webhook URL as admin shows it: apprise's privacy form, secrets hidden."""
+    service = apprise.Apprise.instantiate(url)
+    return service.url(privacy=True) if service is not None else "(not a webhook URL)"
+
+
+def _masked_lines(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    return "\n".join(masked(url) for url in webhook_list(text))
+
+
+class WebhooksAuditedMixin(AuditedChangesMixin):
+    """Audits admin changes as ``AuditedChangesMixin`` does, with the ``webhook_urls`` in the
+    audit log in apprise's privacy form: their tokens are secrets."""
+
+    def _record(self, request: HttpRequest, obj: Any, what: str, payload: dict[str, Any]) -> None:
+        changed = payload.get("changed", {})
+        if "webhook_urls" in changed:
+            changed["webhook_urls"] = [_masked_lines(text) for text in changed["webhook_urls"]]
+        was = payload.get("was", {})
+        if "webhook_urls" in was:
+            was["webhook_urls"] = _masked_lines(was["webhook_urls"])
+        super()._record(request, obj, what, payload)
+
+
 @admin.register(RiskRule)
-class RiskRuleAdmin(AuditedChangesMixin, admin.ModelAdmin):
-    list_display = ["pattern", "risk", "required_approvals", "priority", "enabled", "description"]
+class RiskRuleAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
+    """Risk rules with their conditions and approval policies. A condition or policy that
+    cannot work is refused with a form error on its field (``RiskRule.clean`` and the
+    fields' validators); a rule saved later never changes steps already created."""
+
+    list_display = [
+        "pattern",
+        "condition",
+        "risk",
+        "required_approvals",
+        "approvers",
+        "ttl_seconds",
+        "on_expiry",
+        "priority",
+        "enabled",
+        "description",
+    ]
     list_editable = ["enabled"]
-    list_filter = ["risk", "enabled"]
-    search_fields = ["pattern", "description"]
+    list_filter = ["risk", "enabled", "on_expiry"]
+    search_fields = ["pattern", "condition", "description"]
     ordering = ["priority", "pattern"]
+    list_select_related = ["approvers"]
+    fieldsets = [
+        (None, {"fields": ["description", "pattern", "condition", "risk", "priority", "enabled"]}),
+        (
+            "Approval policy",
+            {
+                "fields": [
+                    "required_approvals",
+                    "approvers",
+                    "ttl_seconds",
+                    "remind_after_seconds",
+                    "escalate_after_seconds",
+                    "escalation_group",
+                    "on_expiry",
+                    "webhook_urls",
+                ]
+            },
+        ),
+    ]
+
+
+@admin.register(GroupWebhooks)
+class GroupWebhooksAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
+    """The webhooks a group of approvers is notified at (apprise URLs, one a line)."""
+
+    list_display = ["group", "webhooks"]
+    list_select_related = ["group"]
+
+    @admin.display(description="webhooks")
+    def webhooks(self, row: GroupWebhooks) -> str:
+        return ", ".join(masked(url) for url in webhook_list(row.webhook_urls))
+
+
+@admin.register(Notification)
+class NotificationAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every notification about approval requests, with its delivery: status, attempts,
+    last error, when it was sent. Webhook URLs are shown with their secrets hidden."""
+
+    project_permission = "approvals.view_approvalrequest"
+    project_field = "approval__run__project_id"
+    list_display = [
+        "id",
+        "approval",
+        "event",
+        "channel",
+        "to",
+        "status",
+        "attempts",
+        "last_error",
+        "created_at",
+        "sent_at",
+    ]
+    list_filter = ["status", "event", "channel"]
+    search_fields = ["recipient_name", "subject"]
+    list_select_related = ["approval"]
+    fields = readonly_fields = (
+        "approval",
+        "event",
+        "channel",
+        "recipient_name",
+        "to",
+        "subject",
+        "body",
+        "status",
+        "attempts",
+        "last_error",
+        "next_attempt_at",
+        "created_at",
+        "sent_at",
+    )
+
+    @admin.display(description="to")
+    def to(self, notification: Notification) -> str:
+        if notification.channel == NotificationChannel.WEBHOOK:
+            return masked(notification.target)
+        return f"{notification.recipient_name} <{notification.target}>"
 
 
 class ApprovalDecisionInline(ReadOnlyTabularInline):

@@ -4,37 +4,199 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import apprise
 from django.conf import settings
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import models
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.statuses import StatusInfo, status_map
-from approvals.policy import ApprovalPolicy
+from approvals.conditions import ConditionError, check_condition
+from approvals.policy import EXPIRY_FAILS, EXPIRY_REJECTS, ApprovalPolicy
 from runs.models import Risk
+
+# Webhook URLs one rule or group may notify.
+MAX_WEBHOOKS = 10
+
+
+def webhook_list(text: str) -> list[str]:
+    """The webhook URLs of a ``webhook_urls`` field: one apprise URL a line, blanks dropped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def validate_webhook_urls(text: str) -> None:
+    """Refuse ``webhook_urls`` that apprise cannot use (one URL a line, e.g.
+    ``json://hooks.example.com/approvals``, ``slack://...``).
+
+    Raises:
+        ValidationError: a line is not a URL of an apprise service, or more than
+            ``MAX_WEBHOOKS`` lines.
+    """
+    urls = webhook_list(text)
+    if len(urls) > MAX_WEBHOOKS:
+        raise ValidationError(f"at most {MAX_WEBHOOKS} webhook URLs")
+    for number, url in enumerate(urls, 1):
+        if apprise.Apprise.instantiate(url) is None:
+            raise ValidationError(
+                f"line {number} is not a webhook URL apprise knows (e.g. json://host/path, "
+                "jsons://host/path)"
+            )
+
+
+def validate_condition(text: str) -> None:
+    """The form and model validator of ``RiskRule.condition`` (``approvals.conditions``).
+
+    Raises:
+        ValidationError: the condition may not be saved; the message says why.
+    """
+    if not text.strip():
+        return
+    try:
+        check_condition(text)
+    except ConditionError as exc:
+        raise ValidationError(f"invalid condition: {exc}") from None
+
+
+class ExpiryOutcome(models.TextChoices):
+    REJECT = EXPIRY_REJECTS, "Reject to the agent (approval_expired; an agent may replan)"
+    FAIL = EXPIRY_FAILS, "Fail the run"
 
 
 class RiskRule(models.Model):
-    """An admin-editable rule classifying tools by name.
+    """An admin-editable rule classifying tool calls by tool name and, optionally, arguments,
+    and the approval policy of the calls it classifies.
 
     ``pattern`` is a shell-style pattern (``fnmatch``: ``book_*``, ``calculate``) matched against
-    the tool name; the enabled rule with the lowest ``priority`` that matches wins over the
-    tool's declared risk. ``required_approvals`` overrides the default count (1 for high, 2 for
-    critical) when set.
+    the tool name, and ``condition`` (optional) an expression over the call's arguments
+    (``amount > 500``; grammar in ``approvals.conditions``). The enabled rule with the lowest
+    ``priority`` whose pattern and condition match wins over the tool's declared risk.
+    ``required_approvals`` overrides the default count (1 for high, 2 for critical) when set.
+
+    The policy of a call it classifies (``approvals.policy.ApprovalPolicy``): ``approvers``
+    (only members of this group, who must also be reviewers of the run's project, decide;
+    empty: any reviewer), ``ttl_seconds`` (empty: ``AGENTOPS_APPROVAL_TTL_SECONDS``),
+    ``remind_after_seconds``, ``escalate_after_seconds`` with ``escalation_group``, and
+    ``on_expiry``. ``webhook_urls`` (apprise URLs, one a line) are notified of its requests
+    besides the approvers' e-mail.
     """
 
     pattern = models.CharField(max_length=128)
+    condition = models.CharField(
+        max_length=300,
+        blank=True,
+        validators=[validate_condition],
+        help_text="Optional expression over the call's arguments, e.g. amount > 500, "
+        'payment.amount > 500, args["payment"]["amount"] > 500 and currency == "USD". '
+        "When it cannot be evaluated (a missing key, a wrong type) the rule does not match "
+        "and the call waits for at least one approval.",
+    )
     risk = models.CharField(max_length=16, choices=Risk.choices)
     required_approvals = models.PositiveSmallIntegerField(null=True, blank=True)
     priority = models.PositiveIntegerField(default=100, help_text="Lower wins.")
     enabled = models.BooleanField(default=True)
-    description = models.CharField(max_length=200, blank=True)
+    description = models.CharField(
+        max_length=200, blank=True, help_text="A name for the rule, shown to reviewers."
+    )
+    approvers = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Only members of this group (who are also reviewers of the run's project) "
+        "may decide; empty: any reviewer of the project.",
+    )
+    ttl_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds an undecided request stays open; empty: AGENTOPS_APPROVAL_TTL_SECONDS.",
+    )
+    remind_after_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Remind the approvers this many seconds after opening."
+    )
+    escalate_after_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="This many seconds after opening, the escalation group may decide too and "
+        "is notified.",
+    )
+    escalation_group = models.ForeignKey(
+        Group, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    on_expiry = models.CharField(
+        max_length=8, choices=ExpiryOutcome.choices, default=ExpiryOutcome.REJECT
+    )
+    webhook_urls = models.TextField(
+        blank=True,
+        validators=[validate_webhook_urls],
+        help_text="apprise URLs notified of this rule's requests, one a line "
+        "(e.g. json://hooks.example.com/approvals).",
+    )
 
     class Meta:
         ordering = ["priority", "pattern"]
-        constraints = [models.UniqueConstraint(fields=["pattern"], name="riskrule_pattern_uniq")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pattern", "condition"], name="riskrule_pattern_condition_uniq"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.pattern} → {self.risk}"
+        when = f" if {self.condition}" if self.condition else ""
+        return f"{self.pattern}{when} → {self.risk}"
+
+    @property
+    def name(self) -> str:
+        """How reviewers see the rule: its description, else its pattern."""
+        return self.description or self.pattern
+
+    def clean(self) -> None:
+        """Refuse a policy that cannot work: reminders or escalation at or after expiry, an
+        escalation without its group or a group without its delay, or to the approvers
+        themselves.
+
+        Raises:
+            ValidationError: by field.
+        """
+        ttl = self.ttl_seconds or settings.AGENTOPS_APPROVAL_TTL_SECONDS
+        errors: dict[str, str] = {}
+        if self.ttl_seconds == 0:
+            errors["ttl_seconds"] = "must be at least 1 second (empty: the default)"
+        for name in ("remind_after_seconds", "escalate_after_seconds"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < ttl:
+                errors[name] = f"must be between 1 and {ttl - 1} seconds (before expiry)"
+        if self.escalate_after_seconds and not self.escalation_group_id:
+            errors["escalation_group"] = "choose the group the request escalates to"
+        if self.escalation_group_id and not self.escalate_after_seconds:
+            errors["escalate_after_seconds"] = "say after how many seconds it escalates"
+        if (
+            self.escalation_group_id
+            and self.escalation_group_id == self.approvers_id
+            and "escalation_group" not in errors
+        ):
+            errors["escalation_group"] = "must differ from the approvers"
+        if errors:
+            raise ValidationError(errors)
+
+
+class GroupWebhooks(models.Model):
+    """The webhooks of a group of approvers: notified, besides its members' e-mail, of the
+    requests it may decide (when it is a rule's approvers or escalation group)."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, related_name="webhooks")
+    webhook_urls = models.TextField(
+        validators=[validate_webhook_urls],
+        help_text="apprise URLs, one a line (e.g. json://hooks.example.com/finance).",
+    )
+
+    class Meta:
+        verbose_name = "group webhooks"
+        verbose_name_plural = "group webhooks"
+
+    def __str__(self) -> str:
+        return f"webhooks of {self.group}"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -67,10 +229,28 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # When beat reminds the approvers and escalates (from the policy when it opened; None:
+    # never), and when it did (None: not yet). Set once, by a conditional update.
+    remind_at = models.DateTimeField(null=True, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]
-        indexes = [models.Index(fields=["status", "created_at"], name="approval_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="approval_status_idx"),
+            models.Index(
+                fields=["remind_at"],
+                condition=models.Q(status="pending", reminded_at__isnull=True),
+                name="approval_remind_due_idx",
+            ),
+            models.Index(
+                fields=["escalate_at"],
+                condition=models.Q(status="pending", escalated_at__isnull=True),
+                name="approval_escalate_due_idx",
+            ),
+        ]
         permissions = [("decide_approvalrequest", "Can approve or reject approval requests")]
 
     def __str__(self) -> str:
@@ -80,6 +260,11 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     def rule(self) -> ApprovalPolicy:
         """The ``ApprovalPolicy`` this request is decided by."""
         return ApprovalPolicy.from_json(self.policy)
+
+    @property
+    def escalated(self) -> bool:
+        """Whether the request has escalated to its policy's escalation group."""
+        return self.escalated_at is not None
 
     @property
     def required_approvals(self) -> int:
@@ -157,3 +342,78 @@ class ApprovalDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer_name} {self.decision}d approval {self.approval_id}"
+
+
+class NotificationEvent(models.TextChoices):
+    OPENED = "opened", "Request opened"
+    REMINDER = "reminder", "Reminder"
+    ESCALATED = "escalated", "Escalated"
+    EXPIRED = "expired", "Expired"
+
+
+class NotificationChannel(models.TextChoices):
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Webhook"
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENDING = "sending", "Sending"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"
+
+
+class Notification(models.Model):
+    """One message about an approval request to one target: an e-mail to a person
+    (``recipient``, ``target`` their address) or a post to a webhook (``target`` its apprise
+    URL).
+
+    Created in the transaction that opens, reminds, escalates or expires the request, at most
+    once per request, event, channel and target (unique constraint); sent after commit by a
+    task that claims it (``pending`` → ``sending``, a conditional update), so a second task
+    sends nothing. A failed attempt goes back to ``pending`` with ``next_attempt_at`` (backoff)
+    and ``last_error``, until ``AGENTOPS_NOTIFY_MAX_ATTEMPTS`` attempts made it ``failed``.
+    A claim whose worker died is taken back after ``AGENTOPS_NOTIFY_CLAIM_SECONDS`` (the
+    message may then arrive twice: at least once, not exactly once, across a crash).
+    """
+
+    approval = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="notifications"
+    )
+    event = models.CharField(max_length=16, choices=NotificationEvent.choices)
+    channel = models.CharField(max_length=8, choices=NotificationChannel.choices)
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    recipient_name = models.CharField(max_length=150, blank=True)
+    target = models.TextField()
+    subject = models.CharField(max_length=250)
+    body = models.TextField()
+    status = models.CharField(
+        max_length=8, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "event", "channel", "target"],
+                name="notification_once_per_target",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(status="pending"),
+                name="notification_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.channel} to {self.recipient_name or 'webhook'} ({self.status})"

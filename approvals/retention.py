@@ -1,5 +1,6 @@
-"""Retention of approval rows: requests and their decisions go with the steps and runs they
-belong to (``runs.retention`` calls this app's ``ApprovalRows``, registered at start-up)."""
+"""Retention of approval rows: requests, their decisions and notifications go with the steps
+and runs they belong to (``runs.retention`` calls this app's ``ApprovalRows``, registered at
+start-up)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,29 @@ import uuid
 
 from django.db import connection
 
-# A request and its decisions in one statement (foreign keys are checked at commit).
+# A request, its decisions and notifications in one statement (foreign keys are checked at
+# commit).
 _DELETE_FOR_STEPS = """
 WITH requests AS (
     DELETE FROM approvals_approvalrequest WHERE step_id = ANY(%s) RETURNING id
+), decisions AS (
+    DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
 )
-DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
+DELETE FROM approvals_notification WHERE approval_id IN (SELECT id FROM requests)
 """
 _DELETE_FOR_RUNS = """
 WITH requests AS (
     DELETE FROM approvals_approvalrequest WHERE run_id = ANY(%s) RETURNING id
+), decisions AS (
+    DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
 )
-DELETE FROM approvals_approvaldecision WHERE approval_id IN (SELECT id FROM requests)
+DELETE FROM approvals_notification WHERE approval_id IN (SELECT id FROM requests)
 """
 
 
 class ApprovalRows:
-    """Deletes the approval requests (and decisions) of steps and runs that retention deletes
+    """Deletes the approval requests (with decisions and notifications) of steps and runs that
+    retention deletes
     (``runs.retention.DependentRows``; PostgreSQL only, like the batches that call it)."""
 
     def delete_for_steps(self, step_ids: list[int]) -> None:

@@ -1,4 +1,5 @@
-"""Risk rules: how risky a tool call is, and whether it waits at the approval gate.
+"""Risk rules: how risky a tool call is, and whether and under which policy it waits at the
+approval gate.
 
 Default rules (seeded by migration, editable in admin) follow the core issue: read-only names
 (``get_*``, ``search_*``, ``list_*``, ``find_*``, ``calculate``, ``think``) are low risk; writes
@@ -8,11 +9,13 @@ that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``se
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from typing import Any
 
 from django.conf import settings
 
+from approvals.conditions import Evaluation, evaluate
 from approvals.models import RiskRule
 from approvals.policy import APPROVAL_GATE, ApprovalPolicy
 from runs.gates import Classification, StepRequest
@@ -48,26 +51,78 @@ def default_rules() -> list[dict[str, object]]:
 
 
 def load_rules() -> list[RiskRule]:
-    """The enabled risk rules, in the order they are tried (one query)."""
-    return list(RiskRule.objects.filter(enabled=True).order_by("priority", "pattern"))
+    """The enabled risk rules, in the order they are tried (one query, with their groups)."""
+    return list(
+        RiskRule.objects.filter(enabled=True)
+        .select_related("approvers", "escalation_group")
+        .order_by("priority", "pattern", "pk")
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the risk rules make of one call: its ``risk`` (a ``Risk`` value), how many
+    ``approvals`` it needs (0: none), ``reason`` (a sentence for the reviewer) and the
+    ``rule`` that matched (None: the tool's declared risk decided)."""
+
+    risk: str
+    approvals: int
+    reason: str
+    rule: RiskRule | None = None
+
+
+def _rule_reason(rule: RiskRule, found: Evaluation | None) -> str:
+    if found is None and rule.description:
+        return f"rule #{rule.pk} '{rule.description}': {rule.risk} risk"
+    if found is None:
+        return f"rule {rule.pattern}: {rule.risk} risk"
+    shown = f" ({found.values})" if found.values else ""
+    return f"rule #{rule.pk} '{rule.name}': {rule.condition}{shown}"
 
 
 def classify(
-    tool_name: str, *, rules: list[RiskRule], edited: bool = False, declared_risk: str = ""
-) -> tuple[str, int, str]:
-    """Classify a call of ``tool_name``: ``(risk, approvals needed, reason)`` from the first of
-    ``rules`` (see ``load_rules``) whose pattern matches, else the risk the tool's own server
+    tool_name: str,
+    *,
+    rules: list[RiskRule],
+    args: dict[str, Any] | None = None,
+    edited: bool = False,
+    declared_risk: str = "",
+) -> Verdict:
+    """Classify a call of ``tool_name`` with ``args`` (its JSON object).
+
+    The first of ``rules`` (see ``load_rules``) whose pattern matches the name and whose
+    condition, if it has one, holds for ``args`` decides; else the risk the tool's own server
     declares (``declared_risk``, a ``Risk`` value: an MCP server's annotations), else the
-    registered tool's declared risk, else ``UNKNOWN_TOOL_RISK``. Edited arguments (``edited``)
-    always need an approval: nobody but the person who edited them has seen them."""
+    registered tool's declared risk, else ``UNKNOWN_TOOL_RISK``.
+
+    A condition that cannot be evaluated on ``args`` (a missing key, a wrong type, a limit)
+    does not match: the next rules are tried, the failure is added to the reason, and the call
+    needs at least one approval, since its arguments are not what the rule's author expected
+    (a person looks rather than a rule being skipped silently). Edited arguments
+    (``edited``) always need an approval: nobody but the person who edited them has seen them.
+    """
+    failures: list[str] = []
+    verdict: Verdict | None = None
     for rule in rules:
-        if fnmatchcase(tool_name, rule.pattern):
-            needed = rule.required_approvals
-            if needed is None:
-                needed = APPROVALS_NEEDED[Risk(rule.risk)]
-            risk, reason = rule.risk, f"rule {rule.pattern}: {rule.risk} risk"
-            break
-    else:
+        if not fnmatchcase(tool_name, rule.pattern):
+            continue
+        found = None
+        if rule.condition:
+            found = evaluate(rule.condition, args or {})
+            if found.error:
+                failures.append(
+                    f"rule #{rule.pk} '{rule.name}' could not be evaluated "
+                    f"({rule.condition}: {found.error})"
+                )
+                continue
+            if not found.matched:
+                continue
+        needed = rule.required_approvals
+        if needed is None:
+            needed = APPROVALS_NEEDED[Risk(rule.risk)]
+        verdict = Verdict(rule.risk, needed, _rule_reason(rule, found), rule)
+        break
+    if verdict is None:
         tool = get_tool(tool_name)
         if declared_risk:
             risk, reason = Risk(declared_risk), f"its server declares {declared_risk} risk"
@@ -75,36 +130,64 @@ def classify(
             risk, reason = Risk(tool.risk), f"{tool_name} declares {tool.risk} risk"
         else:
             risk, reason = UNKNOWN_TOOL_RISK, f"unknown tool: {UNKNOWN_TOOL_RISK} risk"
-        needed = APPROVALS_NEEDED[risk]
-    if edited and needed < 1:
-        needed, reason = 1, "arguments edited by a person"
-    return risk, needed, reason
+        verdict = Verdict(risk, APPROVALS_NEEDED[risk], reason)
+    if failures:
+        verdict = replace(
+            verdict,
+            approvals=max(verdict.approvals, 1),
+            reason="; ".join([verdict.reason, *failures]),
+        )
+    if edited and verdict.approvals < 1:
+        verdict = replace(verdict, approvals=1, reason="arguments edited by a person")
+    return verdict
+
+
+def policy_for(verdict: Verdict) -> ApprovalPolicy:
+    """The approval policy of a call that ``verdict`` says needs approvals: the matched rule's
+    approvers, time to live, reminders, escalation and expiry outcome, else the defaults
+    (any reviewer, ``AGENTOPS_APPROVAL_TTL_SECONDS``, no reminder or escalation, reject)."""
+    rule = verdict.rule
+    if rule is None:
+        return ApprovalPolicy(
+            approvals=verdict.approvals,
+            ttl_seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS,
+            reason=verdict.reason,
+        )
+    return ApprovalPolicy(
+        approvals=verdict.approvals,
+        ttl_seconds=rule.ttl_seconds or settings.AGENTOPS_APPROVAL_TTL_SECONDS,
+        on_expiry=rule.on_expiry,
+        reason=verdict.reason,
+        approvers=rule.approvers.name if rule.approvers else "",
+        remind_after_seconds=rule.remind_after_seconds or 0,
+        escalate_after_seconds=rule.escalate_after_seconds or 0,
+        escalation_group=rule.escalation_group.name if rule.escalation_group else "",
+        rule_id=rule.pk,
+    )
 
 
 class ApprovalStepPolicy:
     """The step policy (``runs.gates.StepPolicy``) of this app: risk rules classify each new
     step, and a step that needs approvals waits at the approval gate under its
-    ``ApprovalPolicy`` (time to live ``AGENTOPS_APPROVAL_TTL_SECONDS``)."""
+    ``ApprovalPolicy`` (``policy_for``): copied onto the step now, so editing a rule later
+    never changes a step already created."""
 
     def classify(self, requests: list[StepRequest]) -> list[Classification]:
         rules = load_rules()
         found = []
         for request in requests:
-            risk, needed, reason = classify(
+            verdict = classify(
                 request.tool,
                 rules=rules,
+                args=request.args,
                 edited=request.edited,
                 declared_risk=request.declared_risk,
             )
-            if not needed:
-                found.append(Classification(risk))
+            if not verdict.approvals:
+                found.append(Classification(verdict.risk))
                 continue
-            policy = ApprovalPolicy(
-                approvals=needed,
-                ttl_seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS,
-                reason=reason,
-            )
-            found.append(Classification(risk, APPROVAL_GATE, policy.as_json()))
+            policy = policy_for(verdict)
+            found.append(Classification(verdict.risk, APPROVAL_GATE, policy.as_json()))
         return found
 
     def escalate(

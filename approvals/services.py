@@ -1,12 +1,13 @@
 """Every change to approval requests: the approval gate (opening, cancelling and expiring
-requests) and reviewers' decisions.
+requests), reviewers' decisions, and beat's reminders and escalations. Each records the
+notifications it causes (``approvals.notifications``) in its own transaction.
 
 Lock order as in ``runs.transitions``: the run row, then the step, then the approval request.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -16,21 +17,37 @@ from django.utils import timezone
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
-from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, ApprovalPolicy
+from approvals.models import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
+    Decision,
+    NotificationEvent,
+)
+from approvals.notifications import notifications_record
+from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, EXPIRY_FAILS, ApprovalPolicy
 from audit.services import audit_record, audited_atomic
+from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.gates import (
     gate_edit_args_locked,
     gate_refused_locked,
     gate_satisfied_locked,
 )
 from runs.models import Run, Step
-from runs.transitions import lock_run
+from runs.statuses import StepStatus
+from runs.transitions import lock_run, record_transition, save_step
 
 # The longest reviewer's comment kept (a rejection's comment is the step's error reason).
 MAX_COMMENT = 5000
 
-__all__ = ["DECIDE_PERMISSION", "ApprovalGate", "approval_decide", "approval_expire_due"]
+__all__ = [
+    "DECIDE_PERMISSION",
+    "ApprovalGate",
+    "approval_decide",
+    "approval_escalate_due",
+    "approval_expire_due",
+    "approval_remind_due",
+]
 
 
 def _record(actor: Actor, approval: ApprovalRequest, from_state: str, **payload: object) -> None:
@@ -59,15 +76,24 @@ class ApprovalGate:
 
     def open(self, *, run: Run, step: Step, actor: Actor) -> None:
         """Open the approval request of a step that has just moved to waiting, under the
-        policy classified with the step (``Step.gate_params``), expiring after its
-        ``ttl_seconds``."""
+        policy classified with the step (``Step.gate_params``): expiring after its
+        ``ttl_seconds``, reminding and escalating after its delays (``remind_at``,
+        ``escalate_at``; beat does it, ``approval_remind_due``, ``approval_escalate_due``),
+        and notifying its approvers and webhooks."""
         policy = ApprovalPolicy.from_json(step.gate_params)
+        now = timezone.now()
+
+        def after(seconds: int) -> datetime | None:
+            return now + timedelta(seconds=seconds) if seconds else None
+
         approval = ApprovalRequest.objects.create(
             step=step,
             run=run,
             risk=step.risk,
             policy=policy.as_json(),
-            expires_at=timezone.now() + timedelta(seconds=policy.ttl_seconds),
+            expires_at=now + timedelta(seconds=policy.ttl_seconds),
+            remind_at=after(policy.remind_after_seconds),
+            escalate_at=after(policy.escalate_after_seconds),
         )
         _record(
             actor,
@@ -77,6 +103,13 @@ class ApprovalGate:
             tool=step.tool,
             risk=step.risk,
             required_approvals=policy.approvals,
+        )
+        notifications_record(
+            approval=approval,
+            run=run,
+            step=step,
+            event=NotificationEvent.OPENED,
+            groups=policy.deciding_groups(escalated=False),
         )
 
     def cancel(self, *, run: Run, step: Step, actor: Actor) -> None:
@@ -95,18 +128,33 @@ class ApprovalGate:
 
 
 def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor) -> None:
+    """Expire a pending request, refusing its step with ``approval_expired``, and notify who
+    could decide it. Under ``on_expiry`` ``fail`` the run fails even when its agent could
+    replan: its pending steps are skipped, as for an agent that cannot."""
     approval.expire(now=timezone.now())
     approval.save()
-    _record(actor, approval, ApprovalStatus.PENDING)
-    gate_refused_locked(
+    policy = approval.rule
+    _record(actor, approval, ApprovalStatus.PENDING, on_expiry=policy.on_expiry)
+    when = approval.expires_at.isoformat()
+    error = {
+        "type": "approval_expired",
+        "reason": f"no reviewer decided before {when}",
+        "message": f"no reviewer decided before {when}",
+    }
+    if policy.on_expiry == EXPIRY_FAILS:
+        step.reject(error=error, now=timezone.now())
+        save_step(step, status_was=StepStatus.WAITING)
+        record_transition(actor, step, StepStatus.WAITING, error=error)
+        skip_pending_locked(run, actor)
+        fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+    else:
+        gate_refused_locked(run=run, step=step, actor=actor, error=error)
+    notifications_record(
+        approval=approval,
         run=run,
         step=step,
-        actor=actor,
-        error={
-            "type": "approval_expired",
-            "reason": f"no reviewer decided before {approval.expires_at.isoformat()}",
-            "message": f"no reviewer decided before {approval.expires_at.isoformat()}",
-        },
+        event=NotificationEvent.EXPIRED,
+        groups=policy.deciding_groups(escalated=approval.escalated),
     )
 
 
@@ -154,7 +202,7 @@ def approval_decide(
         run = lock_run(run_id)
         step = Step.objects.select_for_update().get(approval__pk=approval_id)
         approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-        refusal = approval.rule.refusal(user=user, run=run, step=step)
+        refusal = approval.rule.refusal(user=user, run=run, step=step, escalated=approval.escalated)
         if refusal:
             raise PermissionDenied(refusal)
         expired = (
@@ -265,3 +313,97 @@ def approval_expire_due(*, actor: Actor) -> int:
                 _expire_locked(approval, run, step, actor)
                 expired += 1
     return expired
+
+
+def _due(field: str, done_field: str) -> list[tuple[int, Any]]:
+    now = timezone.now()
+    return list(
+        ApprovalRequest.objects.filter(
+            status=ApprovalStatus.PENDING,
+            expires_at__gt=now,
+            **{f"{field}__lte": now, f"{done_field}__isnull": True},
+        )
+        .order_by(field)
+        .values_list("pk", "run_id")
+    )
+
+
+def approval_remind_due(*, actor: Actor) -> int:
+    """Remind the approvers of every pending request whose ``remind_at`` has come and that was
+    not reminded yet: ``reminded_at`` set, an ``approval.reminded`` audit event, and a
+    reminder notification to the approvers (and the rule's webhooks). Each request in its own
+    transaction, under its run's and its own row locks, so two beat runs at once remind once.
+    Returns how many were reminded."""
+    reminded = 0
+    for approval_id, run_id in _due("remind_at", "reminded_at"):
+        with audited_atomic():
+            run = lock_run(run_id)
+            step = Step.objects.select_for_update().get(approval__pk=approval_id)
+            approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
+            if approval.status != ApprovalStatus.PENDING or approval.reminded_at is not None:
+                continue
+            approval.reminded_at = timezone.now()
+            approval.save(update_fields=["reminded_at"])
+            policy = approval.rule
+            groups = policy.deciding_groups(escalated=False)
+            sent = notifications_record(
+                approval=approval,
+                run=run,
+                step=step,
+                event=NotificationEvent.REMINDER,
+                groups=groups,
+            )
+            _record_step(
+                actor, approval, run, "approval.reminded", groups=groups, notified=len(sent)
+            )
+            reminded += 1
+    return reminded
+
+
+def approval_escalate_due(*, actor: Actor) -> int:
+    """Escalate every pending request whose ``escalate_at`` has come and that has not
+    escalated yet: ``escalated_at`` set (from then on members of the policy's
+    ``escalation_group`` may decide too), an ``approval.escalated`` audit event, and an
+    escalation notification to that group (and its and the rule's webhooks). Each request in
+    its own transaction, under its run's and its own row locks, so two beat runs at once
+    escalate once. Returns how many escalated."""
+    escalated = 0
+    for approval_id, run_id in _due("escalate_at", "escalated_at"):
+        with audited_atomic():
+            run = lock_run(run_id)
+            step = Step.objects.select_for_update().get(approval__pk=approval_id)
+            approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
+            if approval.status != ApprovalStatus.PENDING or approval.escalated_at is not None:
+                continue
+            approval.escalated_at = timezone.now()
+            approval.save(update_fields=["escalated_at"])
+            group = approval.rule.escalation_group
+            sent = notifications_record(
+                approval=approval,
+                run=run,
+                step=step,
+                event=NotificationEvent.ESCALATED,
+                groups=[group] if group else [],
+            )
+            _record_step(
+                actor, approval, run, "approval.escalated", group=group, notified=len(sent)
+            )
+            escalated += 1
+    return escalated
+
+
+def _record_step(
+    actor: Actor, approval: ApprovalRequest, run: Run, verb: str, **payload: object
+) -> None:
+    """The audit event of a reminder or an escalation: the request stays pending."""
+    audit_record(
+        actor=actor,
+        verb=verb,
+        object_type="approval",
+        object_id=approval.pk,
+        run_id=run.pk,
+        project_id=run.project_id,
+        from_state=approval.status,
+        to_state=approval.status,
+        payload=payload,
+    )

@@ -33,12 +33,15 @@ EARLIER_STEPS_SHOWN = 10
 @dataclass
 class InboxItem:
     """A pending approval with what the reviewer needs to judge it: the steps before it
-    (``earlier_steps``, with their results) and whether ``own_run`` (the reviewer requested the
-    run, so they may not decide)."""
+    (``earlier_steps``, with their results), whether ``own_run`` (the reviewer requested the
+    run, so they may not decide) and ``group_refusal`` (why the reviewer's groups may not
+    decide it now: its policy names other approvers, or it has not escalated to them yet;
+    empty when they may)."""
 
     approval: ApprovalRequest
     earlier_steps: list[Step]
     own_run: bool
+    group_refusal: str = ""
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
@@ -48,6 +51,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     page = Paginator(pending, INBOX_PER_PAGE).get_page(request.GET.get("page"))
     approvals = list(page)
     earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
+    groups = set(request.user.groups.values_list("name", flat=True))
     items = [
         InboxItem(
             approval=approval,
@@ -55,6 +59,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
             own_run=approval.rule.excludes_requester(
                 user=request.user, run=approval.run, step=approval.step
             ),
+            group_refusal=approval.rule.group_refusal(groups=groups, escalated=approval.escalated),
         )
         for approval in approvals
     ]

@@ -114,7 +114,13 @@ def test_risk_rules_are_editable(admin_client):
     rule = RiskRule.objects.get(pattern="send_*")
     response = admin_client.post(
         reverse("admin:approvals_riskrule_change", args=[rule.pk]),
-        {"pattern": "send_*", "risk": "critical", "priority": rule.priority, "enabled": "on"},
+        {
+            "pattern": "send_*",
+            "risk": "critical",
+            "priority": rule.priority,
+            "enabled": "on",
+            "on_expiry": "reject",
+        },
     )
     assert response.status_code == 302
     rule.refresh_from_db()

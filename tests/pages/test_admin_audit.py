@@ -27,6 +27,7 @@ def test_switching_a_risk_rule_off_in_admin_is_audited(admin_client, admin_user,
         "required_approvals": "",
         "priority": rule.priority,
         "description": rule.description,
+        "on_expiry": "reject",
     }  # "enabled" left out: unchecked
     response = admin_client.post(url, form)
     assert response.status_code == 302
