@@ -158,9 +158,15 @@ def _lock_finished(cursor: Any, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
     return [row[0] for row in cursor.fetchall()]
 
 
-def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionReport) -> None:
+Progress = Callable[[RetentionReport], None]
+
+
+def _delete_runs(
+    run_ids: list[uuid.UUID], batch_size: int, report: RetentionReport, progress: Progress
+) -> None:
     """Delete runs and all their rows, at most ``batch_size`` steps per transaction; each
-    transaction first locks the runs and drops any that is no longer finished."""
+    transaction first locks the runs and drops any that is no longer finished; ``progress``
+    is called after each."""
     if connection.vendor != "postgresql":
         # The embedded SQLite default: Django's cascade, in one transaction per chunk.
         started = time.monotonic()
@@ -184,6 +190,7 @@ def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionRep
                 cursor.execute(_DELETE_STEPS, {"ids": step_ids})
         _timed_batch(report, started)
         report.steps += len(step_ids)
+        progress(report)
         if len(step_ids) < batch_size:
             break
     started = time.monotonic()
@@ -232,7 +239,7 @@ def retention_purge(
     now: Any = None,
     policy_id: int | None = None,
     purge_id: int | None = None,
-    on_progress: Callable[[RetentionReport], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Apply every enabled ``RetentionPolicy``, then expire audit chains; return the counts.
 
@@ -242,12 +249,12 @@ def retention_purge(
     Runs are handled in chunks of 500, their steps deleted in transactions of at most
     ``batch_size`` steps (default ``AGENTOPS_RETENTION_BATCH_SIZE``), child rows first, so no
     transaction holds many locks for long; ``on_progress`` is called with the report so far
-    after each chunk. Audit events outlive their runs: a run's whole chain is deleted once
-    the run is gone and its newest event is older than ``AGENTOPS_AUDIT_RETENTION_DAYS``
-    days. Unless ``dry_run`` (count only, change nothing), the purge records a
-    ``retention.purged`` audit event with its counts (its ``object_id`` is ``purge_id``, the
-    ``RetentionPurge`` it belongs to, or ``all``). Returns ``RetentionReport.as_dict()``
-    (times in ms and s).
+    after each transaction that deleted steps and after each chunk of runs. Audit events
+    outlive their runs: a run's whole chain is deleted once the run is gone and its newest
+    event is older than ``AGENTOPS_AUDIT_RETENTION_DAYS`` days. Unless ``dry_run`` (count
+    only, change nothing), the purge records a ``retention.purged`` audit event with its
+    counts (its ``object_id`` is ``purge_id``, the ``RetentionPurge`` it belongs to, or
+    ``all``). Returns ``RetentionReport.as_dict()`` (times in ms and s).
 
     Raises:
         RetentionPolicy.DoesNotExist: no policy ``policy_id``.
@@ -256,6 +263,7 @@ def retention_purge(
     batch = batch_size or settings.AGENTOPS_RETENTION_BATCH_SIZE
     report = RetentionReport(dry_run=dry_run)
     began = time.monotonic()
+    progress: Progress = on_progress or (lambda report: None)
     if policy_id is None:
         policies = list(RetentionPolicy.objects.filter(enabled=True))
     else:
@@ -270,13 +278,21 @@ def retention_purge(
                 report.runs += preview.runs
                 report.steps += preview.steps
             continue
-        while chunk := list(expired.values_list("pk", flat=True)[:_RETENTION_RUN_CHUNK]):
+        # In id order from where the last chunk ended, so a run the batches leave alone (it
+        # was resumed in between) is not chosen again.
+        expired = expired.order_by("pk")
+        last = None
+        while chunk := list(
+            (expired if last is None else expired.filter(pk__gt=last)).values_list("pk", flat=True)[
+                :_RETENTION_RUN_CHUNK
+            ]
+        ):
+            last = chunk[-1]
             if policy.action == RetentionAction.REDACT:
                 _redact_runs(chunk, now, report)
             else:
-                _delete_runs(chunk, batch, report)
-            if on_progress is not None:
-                on_progress(report)
+                _delete_runs(chunk, batch, report, progress)
+            progress(report)
     if policy_id is None:
         audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
         expired_chains = audit_chains_expired(
