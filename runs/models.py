@@ -678,15 +678,15 @@ class RetentionPurge(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    started_by_name = models.CharField(max_length=150)
+    started_by_name = models.CharField("started by", max_length=150)
     status = models.CharField(
         max_length=16, choices=PurgeStatus.choices, default=PurgeStatus.QUEUED
     )
-    runs = models.PositiveIntegerField(default=0)
-    steps = models.PositiveIntegerField(default=0)
-    redacted_runs = models.PositiveIntegerField(default=0)
-    audit_events = models.PositiveIntegerField(default=0)
-    batches = models.PositiveIntegerField(default=0)
+    runs = models.PositiveIntegerField("runs deleted", default=0)
+    steps = models.PositiveIntegerField("steps deleted", default=0)
+    redacted_runs = models.PositiveIntegerField("runs redacted", default=0)
+    audit_events = models.PositiveIntegerField("audit events deleted", default=0)
+    batches = models.PositiveIntegerField("transactions", default=0)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
