@@ -241,7 +241,7 @@ class RetentionPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status"]
     search_fields = ["policy_name", "started_by_name"]
     change_form_template = "admin/runs/retentionpurge/change_form.html"
-    fields = [
+    fields = readonly_fields = (
         "policy_shown",
         "status",
         "started_by_name",
@@ -255,8 +255,7 @@ class RetentionPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "audit_events",
         "batches",
         "error",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description="policy", ordering="policy_name")
     def policy_shown(self, purge: RetentionPurge) -> str:

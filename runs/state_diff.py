@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+Kind = Literal["added", "removed", "changed"]
+ADDED: Final = "added"
+REMOVED: Final = "removed"
+CHANGED: Final = "changed"
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class Change:
     it), ``removed`` (``before`` is it) or ``changed`` from ``before`` to ``after``."""
 
     path: str
-    kind: Literal["added", "removed", "changed"]
+    kind: Kind
     before: Any = None
     after: Any = None
 
