@@ -81,6 +81,15 @@ def test_admin_previews_and_runs_a_policy_and_the_waiting_run_stays(
     expect(row).to_contain_text("ada")
     expect(row).to_contain_text("Succeeded")
     page.screenshot(path=SCREENSHOTS / "e2e-retention-history.png", full_page=True)
+
+    # The run that stayed: its first step's state diff opens on a click.
+    page.goto(f"/runs/{waiting.pk}/")
+    diff = page.locator('[data-diff-path="/completed_steps"]')
+    expect(diff).to_be_hidden()
+    page.click("#checkpoint-0 summary")
+    expect(diff).to_be_visible()
+    expect(diff).to_have_attribute("data-diff-kind", "added")
+    page.screenshot(path=SCREENSHOTS / "e2e-retention-kept-run.png", full_page=True)
     context.close()
 
     purge = RetentionPurge.objects.get()
