@@ -35,8 +35,9 @@ PURGE_LOCK_KEY = int.from_bytes(
     hashlib.sha256(b"agentops.retention_purge").digest()[:8], "big", signed=True
 )
 # A queued purge whose task has not started after this long is taken as lost (its message
-# never reached a worker) and failed, so it no longer blocks new purges.
-QUEUED_LOST_AFTER = timedelta(minutes=10)
+# never reached a worker) and failed, so it no longer blocks new purges; so is a running one
+# on a database without advisory locks (the embedded SQLite), where nothing else tells.
+LOST_AFTER = timedelta(minutes=10)
 
 _COUNTS = ("runs", "steps", "redacted_runs", "audit_events", "batches")
 
@@ -59,20 +60,23 @@ def _purge_lock() -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [PURGE_LOCK_KEY])
 
 
+def _is_lost(purge: RetentionPurge, *, lock_free: bool) -> bool:
+    if purge.status == PurgeStatus.RUNNING and connection.vendor == "postgresql":
+        return lock_free
+    since = purge.started_at or purge.created_at
+    return timezone.now() - since >= LOST_AFTER
+
+
 def _fail_lost_purges(*, actor: Actor) -> None:
     """Fail open purges that nothing executes: running with the purge lock free (their
-    worker died), or queued for longer than ``QUEUED_LOST_AFTER``. Inside a transaction."""
-    lost = list(RetentionPurge.objects.select_for_update().filter(status__in=PURGE_OPEN))
-    if not lost:
+    worker died), or queued for ``LOST_AFTER`` or longer. Inside a transaction."""
+    open_purges = list(RetentionPurge.objects.select_for_update().filter(status__in=PURGE_OPEN))
+    if not open_purges:
         return
-    with _purge_lock() as free:
+    with _purge_lock() as lock_free:
         pass
-    if not free:
-        return
-    for purge in lost:
-        if purge.status == PurgeStatus.QUEUED and (
-            timezone.now() - purge.created_at < QUEUED_LOST_AFTER
-        ):
+    for purge in open_purges:
+        if not _is_lost(purge, lock_free=lock_free):
             continue
         reason = (
             "interrupted: its worker stopped"

@@ -204,3 +204,18 @@ def test_the_record_shows_the_counts_after_each_transaction(
     assert seen == [("running", 2, 0), ("running", 4, 0), ("running", 5, 0), ("running", 5, 1)]
     purge.refresh_from_db()
     assert (purge.status, purge.steps, purge.runs, purge.batches) == ("succeeded", 5, 1, 4)
+
+
+@pytest.mark.django_db
+def test_a_purge_whose_task_was_lost_no_longer_blocks(operator):
+    policy = RetentionPolicy.objects.create(name="30 days", ttl_days=30)
+    lost = purges.purge_start(actor=Actor.for_user(operator), policy_id=policy.pk)
+    RetentionPurge.objects.filter(pk=lost.pk).update(
+        created_at=timezone.now() - purges.LOST_AFTER - timedelta(seconds=1)
+    )
+    fresh = purges.purge_start(actor=Actor.for_user(operator), policy_id=policy.pk)
+    lost.refresh_from_db()
+    assert (lost.status, lost.error) == ("failed", "never started: its task was lost")
+    assert fresh.status == "queued"
+    # Its message arriving late finds nothing to do.
+    assert purges.purge_execute(purge_id=lost.pk, actor=Actor.system()) is None
