@@ -257,6 +257,7 @@ CELERY_TASK_QUEUES = (
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": MAINTENANCE_QUEUE},
     "runs.retention_purge": {"queue": MAINTENANCE_QUEUE},
+    "runs.retention_purge_execute": {"queue": MAINTENANCE_QUEUE},
     "gateway.end_idle_sessions": {"queue": MAINTENANCE_QUEUE},
     "approvals.notify_due": {"queue": MAINTENANCE_QUEUE},
 }

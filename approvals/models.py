@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.urls import reverse
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.statuses import StatusInfo, status_map
@@ -255,6 +256,10 @@ class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"approval {self.pk} for step {self.step_id} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        """The request on its run's page (the ``#approval-<id>`` anchor, on its step)."""
+        return f"{reverse('run-detail', args=[self.run_id])}#approval-{self.pk}"
 
     @property
     def rule(self) -> ApprovalPolicy:

@@ -7,6 +7,10 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
+from django.db.models import Exists, OuterRef, QuerySet
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from runs.models import Run
 
 # A request, its decisions and notifications in one statement (foreign keys are checked at
 # commit).
@@ -30,8 +34,12 @@ DELETE FROM approvals_notification WHERE approval_id IN (SELECT id FROM requests
 
 class ApprovalRows:
     """Deletes the approval requests (with decisions and notifications) of steps and runs that
-    retention deletes
-    (``runs.retention.DependentRows``; PostgreSQL only, like the batches that call it)."""
+    retention deletes (``runs.retention.DependentRows``; PostgreSQL only, like the batches that
+    call it), and keeps retention off runs with a pending request."""
+
+    def exclude_open(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        pending = ApprovalRequest.objects.filter(run=OuterRef("pk"), status=ApprovalStatus.PENDING)
+        return runs.filter(~Exists(pending))
 
     def delete_for_steps(self, step_ids: list[int]) -> None:
         with connection.cursor() as cursor:

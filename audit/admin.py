@@ -7,6 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.db import transaction
 from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 
 from agentops.actors import Actor
 from audit.models import AuditEvent
@@ -87,10 +89,21 @@ class ReadOnlyTabularInline(ReadOnlyAdminMixin, admin.TabularInline):
     show_change_link = True
 
 
+# The admin page of each kind of object an event names (by URL name, so this app imports
+# none of the apps above it). A link to a deleted object leads to admin's "does not exist".
+_OBJECT_ADMIN = {
+    "run": "admin:runs_run_change",
+    "step": "admin:runs_step_change",
+    "approval": "admin:approvals_approvalrequest_change",
+    "retention_purge": "admin:runs_retentionpurge_change",
+}
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The append-only audit log: searchable and filterable, never editable. Staff see the
-    events of their projects' runs; the system chain is for superusers."""
+    events of their projects' runs; the system chain is for superusers. Each row links its
+    run (the run's page) and its object (a step's, approval request's or run's admin page)."""
 
     project_permission = "audit.view_auditevent"
 
@@ -100,20 +113,39 @@ class AuditEventAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
         "verb",
         "actor_kind",
         "actor_name",
-        "object_type",
-        "object_id",
+        "object_link",
         "from_state",
         "to_state",
-        "run_id",
+        "run_link",
         "project_id",
     ]
     list_filter = ["actor_kind", "object_type", "verb"]
     search_fields = ["verb", "actor_name", "actor_id", "object_id", "run_id"]
     date_hierarchy = "created_at"
     show_full_result_count = False
+    readonly_fields = ["object_link", "run_link"]
     fieldsets = [
-        (None, {"fields": ["created_at", "verb", "object_type", "object_id", "run_id"]}),
+        (None, {"fields": ["created_at", "verb", "object_link", "run_link"]}),
         ("Actor", {"fields": ["actor_kind", "actor_id", "actor_name"]}),
         ("Change", {"fields": ["from_state", "to_state", "payload"]}),
         ("Hash chain", {"fields": ["chain", "prev_hash", "hash"]}),
     ]
+
+    @admin.display(description="object", ordering="object_type")
+    def object_link(self, event: AuditEvent) -> str:
+        """``type:id``, linked to the object's admin page when it has one."""
+        name = _OBJECT_ADMIN.get(event.object_type)
+        text = f"{event.object_type}:{event.object_id}"
+        try:
+            url = reverse(name, args=[event.object_id]) if name else ""
+        except NoReverseMatch:
+            url = ""
+        return format_html('<a href="{}" data-object-link>{}</a>', url, text) if url else text
+
+    @admin.display(description="run", ordering="run_id")
+    def run_link(self, event: AuditEvent) -> str:
+        """The run's id, linked to the run's page."""
+        if event.run_id is None:
+            return "—"
+        url = reverse("run-detail", args=[event.run_id])
+        return format_html('<a href="{}" data-run-link>{}</a>', url, event.run_id)

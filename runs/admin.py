@@ -1,23 +1,46 @@
-"""Admin for runs, steps, attempts, checkpoints and the tool-call ledger.
+"""Admin for runs, steps, attempts, checkpoints, the tool-call ledger and retention.
 
 All read-only (statuses are FSM-protected and every change must be audited): operators act
 through the pages and the API; admins get a "Cancel selected runs" action that calls
-``runs.control.lifecycle.run_cancel`` per run. Retention policies are the one editable model here.
+``runs.control.lifecycle.run_cancel`` per run. Retention policies are the one editable model
+here; each has a preview page (what it would delete or redact now) with "Run now", which
+starts a retention purge (``runs.purges``) in a Celery task; purges are listed with their
+progress and history.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from projects.access import Access
 from projects.admin import ProjectScopedAdminMixin
+from runs import purges, tasks
 from runs.control import lifecycle
-from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
+from runs.models import (
+    PURGE_OPEN,
+    Checkpoint,
+    RetentionPolicy,
+    RetentionPurge,
+    Run,
+    Step,
+    StepAttempt,
+    ToolCall,
+)
+from runs.retention import retention_preview
 
 
 class StepInline(ReadOnlyTabularInline):
@@ -59,7 +82,21 @@ class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = [StepInline]
     actions = ["cancel_selected"]
     fieldsets = [
-        (None, {"fields": ["id", "project", "goal", "agent", "status", "requested_by", "error"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "project",
+                    "goal",
+                    "agent",
+                    "status",
+                    "requested_by",
+                    "forked_from",
+                    "error",
+                ]
+            },
+        ),
         ("Data", {"fields": ["input", "metadata", "state", "conversation"]}),
         ("Limits", {"fields": ["step_limit", "deadline", "client_done", "version"]}),
         ("Usage", {"fields": ["usage_tokens", "cost_usd", "duration_ms"]}),
@@ -131,7 +168,100 @@ class ToolCallAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
 
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
-    """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``."""
+    """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``;
+    ``<id>/preview/`` shows what one would do now and runs it ("Run now", POST)."""
 
-    list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses"]
+    list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses", "preview_link"]
     list_filter = ["enabled", "action"]
+    change_form_template = "admin/runs/retentionpolicy/change_form.html"
+
+    @admin.display(description="preview")
+    def preview_link(self, policy: RetentionPolicy) -> str:
+        url = reverse("admin:runs_retentionpolicy_preview", args=[policy.pk])
+        return format_html('<a href="{}" data-preview-link>Preview / run now</a>', url)
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.preview_view)
+        return [
+            path("<int:policy_id>/preview/", view, name="runs_retentionpolicy_preview"),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request: HttpRequest, policy_id: int) -> HttpResponse:
+        """GET: what the policy would delete or redact now, the open purge and this
+        policy's last purges. POST: start a purge of it (change permission needed) and
+        show that purge's progress."""
+        policy = RetentionPolicy.objects.filter(pk=policy_id).first()
+        if policy is None:
+            raise Http404("no such retention policy")
+        if not self.has_view_permission(request, policy):
+            raise PermissionDenied
+        here = reverse("admin:runs_retentionpolicy_preview", args=[policy.pk])
+        if request.method == "POST":
+            if not self.has_change_permission(request, policy):
+                raise PermissionDenied
+            try:
+                purge = purges.purge_start(actor=Actor.for_user(request.user), policy_id=policy.pk)
+            except (Conflict, InvalidInput) as exc:
+                self.message_user(request, f"Not started: {exc}.", messages.ERROR)
+                return redirect(here)
+            transaction.on_commit(lambda: tasks.retention_purge_execute.delay(purge.pk))
+            self.message_user(request, f"Purge {purge.pk} started.", messages.SUCCESS)
+            return redirect(reverse("admin:runs_retentionpurge_change", args=[purge.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Retention preview: {policy.name}",
+            "policy": policy,
+            "preview": retention_preview(policy=policy),
+            "open_purge": RetentionPurge.objects.filter(status__in=PURGE_OPEN).first(),
+            "purges": RetentionPurge.objects.filter(policy=policy)[:10],
+            "can_run": self.has_change_permission(request, policy),
+        }
+        return TemplateResponse(request, "admin/runs/retentionpolicy/preview.html", context)
+
+
+@admin.register(RetentionPurge)
+class RetentionPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The history of retention purges (who, when, which policy, counts, duration); an open
+    purge's page refreshes itself every 2 seconds until it ends."""
+
+    list_display = [
+        "id",
+        "policy_shown",
+        "status",
+        "started_by_name",
+        "created_at",
+        "duration",
+        "runs",
+        "steps",
+        "redacted_runs",
+        "audit_events",
+    ]
+    list_filter = ["status"]
+    search_fields = ["policy_name", "started_by_name"]
+    change_form_template = "admin/runs/retentionpurge/change_form.html"
+    fields = readonly_fields = (
+        "policy_shown",
+        "status",
+        "started_by_name",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "duration",
+        "runs",
+        "steps",
+        "redacted_runs",
+        "audit_events",
+        "batches",
+        "error",
+    )
+
+    @admin.display(description="policy", ordering="policy_name")
+    def policy_shown(self, purge: RetentionPurge) -> str:
+        return purge.policy_name or "every enabled policy, then audit chains"
+
+    @admin.display(description="duration")
+    def duration(self, purge: RetentionPurge) -> str:
+        ms = purge.duration_ms
+        return "—" if ms is None else f"{ms / 1000:.2f} s"

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.statuses import StatusInfo
@@ -80,7 +81,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
     ``on_budget_exceeded`` = approve, makes the next step wait for a reviewer's approval to
     continue, and each such approval (``budget_grants``) grants one more allowance of every
     limit. ``gate`` names the gate kind the run waits at while its status is
-    ``waiting`` (``runs.gates``), else it is empty.
+    ``waiting`` (``runs.gates``), else it is empty. ``forked_from`` is the run it was forked
+    from (``runs.control.fork``; its ``forks`` are its children), emptied when that run is
+    deleted; ``metadata["forked_from"]`` keeps the source's id and step index either way.
     """
 
     # The fields that change after the row is inserted: what ``agentops.rows.update`` writes
@@ -122,6 +125,15 @@ class Run(ConcurrentTransitionMixin, models.Model):
         on_delete=models.SET_NULL,
         related_name="runs",
     )
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        help_text="The run this one was forked from (emptied when that run is deleted).",
+    )
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
     )
@@ -156,6 +168,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.goal[:40]} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        """The run's page (its timeline)."""
+        return reverse("run-detail", args=[self.pk])
 
     @property
     def is_terminal(self) -> bool:
@@ -299,6 +315,10 @@ class Step(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return f"#{self.index} {self.tool} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        """The step on its run's page (the ``#step-<index>`` anchor)."""
+        return f"{reverse('run-detail', args=[self.run_id])}#step-{self.index}"
 
     @property
     def is_terminal(self) -> bool:
@@ -617,3 +637,82 @@ class RetentionPolicy(models.Model):
         bad = [s for s in self.statuses if s not in RUN_TERMINAL]
         if bad:
             raise ValidationError({"statuses": f"only terminal statuses may expire, not {bad}"})
+
+
+class PurgeStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+# A purge that is queued or running: at most one at a time (``retention_purge_open_uniq``).
+PURGE_OPEN = (PurgeStatus.QUEUED, PurgeStatus.RUNNING)
+
+
+class RetentionPurge(models.Model):
+    """One application of the retention policies, started from admin ("Run now", one policy)
+    or by Celery beat (every enabled policy, then the audit chains), with its progress.
+
+    ``policy`` is the policy applied (None: every enabled policy, or a policy since deleted:
+    ``policy_name`` keeps its name, empty for every policy). ``started_by_name`` is the actor
+    who started it, copied (``started_by`` the user, when a person did). ``status`` moves
+    ``queued → running → succeeded | failed`` by conditional updates (``runs.purges``); while
+    it runs, the counts (runs and steps deleted, runs redacted, audit events deleted,
+    transactions) grow after each transaction. ``error`` says why it failed. At most one purge
+    is open (queued or running) at a time: a database constraint refuses a second.
+    """
+
+    policy = models.ForeignKey(
+        RetentionPolicy,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="purges",
+    )
+    policy_name = models.CharField(max_length=100, blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    started_by_name = models.CharField("started by", max_length=150)
+    status = models.CharField(
+        max_length=16, choices=PurgeStatus.choices, default=PurgeStatus.QUEUED
+    )
+    runs = models.PositiveIntegerField("runs deleted", default=0)
+    steps = models.PositiveIntegerField("steps deleted", default=0)
+    redacted_runs = models.PositiveIntegerField("runs redacted", default=0)
+    audit_events = models.PositiveIntegerField("audit events deleted", default=0)
+    batches = models.PositiveIntegerField("transactions", default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                models.Value(True),
+                condition=models.Q(status__in=PURGE_OPEN),
+                name="retention_purge_open_uniq",
+                violation_error_message="Another retention purge is queued or running.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"purge {self.pk} of {self.policy_name or 'every policy'} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in PURGE_OPEN
+
+    @property
+    def duration_ms(self) -> int | None:
+        """How long it ran (ms); None until it finished."""
+        if self.started_at and self.finished_at:
+            return int((self.finished_at - self.started_at).total_seconds() * 1000)
+        return None

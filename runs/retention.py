@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet
 from django.utils import timezone
 
 from agentops.actors import Actor
@@ -31,9 +33,13 @@ from runs.models import (
     StepAttempt,
     ToolCall,
 )
+from runs.statuses import RUN_TERMINAL, STEP_OPEN
 
 # Runs handled per chunk.
 _RETENTION_RUN_CHUNK = 500
+# The given runs that are still finished, locked (first, as every transition locks them): a run
+# resumed since it was chosen is left alone, and none can be resumed while a batch deletes.
+_LOCK_FINISHED = "SELECT id FROM runs_run WHERE id = ANY(%s) AND status = ANY(%s) FOR UPDATE"
 # A batch of steps of the given runs, locked: what one retention transaction deletes.
 _STEP_BATCH = "SELECT id FROM runs_step WHERE run_id = ANY(%s) LIMIT %s FOR UPDATE"
 # The steps of a batch and the rows of this app hanging off them, in one statement: the
@@ -50,8 +56,12 @@ DELETE FROM runs_step WHERE id = ANY(%(ids)s)
 class DependentRows(Protocol):
     """Another app's rows that hang off runs and steps (an approval request and its
     decisions), deleted by that app's own code when retention deletes what they hang off.
-    Registered at start-up (``register_dependent_rows``); each method runs inside the
+    Registered at start-up (``register_dependent_rows``); the delete methods run inside the
     retention transaction that deletes the steps or runs."""
+
+    def exclude_open(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """``runs`` without those this app still holds open (a pending approval request):
+        retention never touches them, whatever their status says."""
 
     def delete_for_steps(self, step_ids: list[int]) -> None:
         """Delete the rows that hang off these steps."""
@@ -93,19 +103,85 @@ def _timed_batch(report: RetentionReport, started: float) -> None:
     report.longest_batch_ms = max(report.longest_batch_ms, (time.monotonic() - started) * 1000)
 
 
-def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionReport) -> None:
-    """Delete runs and all their rows, at most ``batch_size`` steps per transaction."""
+def retention_candidates(policy: RetentionPolicy, *, now: datetime) -> QuerySet[Run]:
+    """The runs ``policy`` deletes or redacts at ``now``: finished (a terminal status among
+    the policy's ``statuses``; any other status in them is ignored) more than ``ttl_days``
+    days before ``now``, of its agent (if set), not yet redacted (for ``redact``), and
+    holding nothing open: no step that is not terminal (waiting at a gate, queued, running,
+    ...) and nothing another app holds open (a pending approval, ``DependentRows``)."""
+    statuses = policy.statuses if isinstance(policy.statuses, list) else []
+    expired = Run.objects.filter(
+        status__in=[status for status in statuses if status in RUN_TERMINAL],
+        finished_at__lt=now - timedelta(days=policy.ttl_days),
+    ).filter(~Exists(Step.objects.filter(run=OuterRef("pk"), status__in=STEP_OPEN)))
+    if policy.agent:
+        expired = expired.filter(agent=policy.agent)
+    if policy.action == RetentionAction.REDACT:
+        expired = expired.exclude(metadata__has_key="redacted_at")
+    for dependent in _dependents:
+        expired = dependent.exclude_open(expired)
+    return expired
+
+
+@dataclass(frozen=True)
+class RetentionPreview:
+    """What one policy would do now: ``action`` (a ``RetentionAction``) on ``runs`` runs
+    holding ``steps`` steps, about which ``events`` audit events were recorded (those outlive
+    the runs until ``AGENTOPS_AUDIT_RETENTION_DAYS``); ``oldest`` and ``newest`` are the
+    earliest and latest ``finished_at`` among them (None when there is none)."""
+
+    action: str
+    runs: int
+    steps: int
+    events: int
+    oldest: datetime | None
+    newest: datetime | None
+
+
+def retention_preview(*, policy: RetentionPolicy, now: datetime | None = None) -> RetentionPreview:
+    """Count what ``policy`` would delete or redact at ``now`` (default: now), changing
+    nothing (four queries)."""
+    expired = retention_candidates(policy, now=now or timezone.now())
+    span = expired.aggregate(runs=Count("pk"), oldest=Min("finished_at"), newest=Max("finished_at"))
+    return RetentionPreview(
+        action=policy.action,
+        runs=span["runs"],
+        steps=Step.objects.filter(run__in=expired.values("pk")).count(),
+        events=AuditEvent.objects.filter(run_id__in=expired.values("pk")).count(),
+        oldest=span["oldest"],
+        newest=span["newest"],
+    )
+
+
+def _lock_finished(cursor: Any, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    cursor.execute(_LOCK_FINISHED, [run_ids, list(RUN_TERMINAL)])
+    return [row[0] for row in cursor.fetchall()]
+
+
+Progress = Callable[[RetentionReport], None]
+
+
+def _delete_runs(
+    run_ids: list[uuid.UUID], batch_size: int, report: RetentionReport, progress: Progress
+) -> None:
+    """Delete runs and all their rows, at most ``batch_size`` steps per transaction; each
+    transaction first locks the runs and drops any that is no longer finished; ``progress``
+    is called after each."""
     if connection.vendor != "postgresql":
         # The embedded SQLite default: Django's cascade, in one transaction per chunk.
         started = time.monotonic()
         with transaction.atomic():
-            report.steps += Step.objects.filter(run_id__in=run_ids).count()
-            report.runs += Run.objects.filter(pk__in=run_ids).delete()[1].get("runs.Run", 0)
+            finished = Run.objects.filter(pk__in=run_ids, status__in=RUN_TERMINAL)
+            report.steps += Step.objects.filter(run__in=finished).count()
+            report.runs += finished.delete()[1].get("runs.Run", 0)
         _timed_batch(report, started)
         return
     while True:
         started = time.monotonic()
         with transaction.atomic(), connection.cursor() as cursor:
+            run_ids = _lock_finished(cursor, run_ids)
+            if not run_ids:
+                return
             cursor.execute(_STEP_BATCH, [run_ids, batch_size])
             step_ids = [row[0] for row in cursor.fetchall()]
             if step_ids:
@@ -114,13 +190,20 @@ def _delete_runs(run_ids: list[uuid.UUID], batch_size: int, report: RetentionRep
                 cursor.execute(_DELETE_STEPS, {"ids": step_ids})
         _timed_batch(report, started)
         report.steps += len(step_ids)
+        progress(report)
         if len(step_ids) < batch_size:
             break
     started = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
+        run_ids = _lock_finished(cursor, run_ids)
         for dependent in _dependents:
             dependent.delete_for_runs(run_ids)
         cursor.execute("DELETE FROM runs_modelcall WHERE run_id = ANY(%s)", [run_ids])
+        # Forks of these runs outlive them (Run.forked_from is SET_NULL, which Django, not the
+        # database, would do).
+        cursor.execute(
+            "UPDATE runs_run SET forked_from_id = NULL WHERE forked_from_id = ANY(%s)", [run_ids]
+        )
         cursor.execute("DELETE FROM runs_run WHERE id = ANY(%s)", [run_ids])
         report.runs += cursor.rowcount
     _timed_batch(report, started)
@@ -130,6 +213,11 @@ def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) ->
     """Blank the data of runs (kept as rows, statuses and timings) in one transaction."""
     started = time.monotonic()
     with transaction.atomic():
+        run_ids = list(
+            Run.objects.select_for_update()
+            .filter(pk__in=run_ids, status__in=RUN_TERMINAL)
+            .values_list("pk", flat=True)
+        )
         Run.objects.filter(pk__in=run_ids).update(
             input={}, state={}, conversation=[], metadata={"redacted_at": now.isoformat()}
         )
@@ -149,53 +237,74 @@ def retention_purge(
     dry_run: bool = False,
     batch_size: int | None = None,
     now: Any = None,
+    policy_id: int | None = None,
+    purge_id: int | None = None,
+    on_progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Apply every enabled ``RetentionPolicy``, then expire audit chains; return the counts.
 
+    With ``policy_id``, apply that policy alone (enabled or not) and leave the audit chains
+    to the full purge. Which runs a policy takes is ``retention_candidates``: never one that
+    is not finished or holds anything open (a step waiting at a gate, a pending approval).
     Runs are handled in chunks of 500, their steps deleted in transactions of at most
     ``batch_size`` steps (default ``AGENTOPS_RETENTION_BATCH_SIZE``), child rows first, so no
-    transaction holds many locks for long. Audit events outlive their runs: a run's whole
-    chain is deleted once the run is gone and its newest event is older than
-    ``AGENTOPS_AUDIT_RETENTION_DAYS`` days. Unless ``dry_run`` (count only, change nothing),
-    the purge records a ``retention.purged`` audit event with its counts. Returns
-    ``RetentionReport.as_dict()`` (times in ms and s).
+    transaction holds many locks for long; ``on_progress`` is called with the report so far
+    after each transaction that deleted steps and after each chunk of runs. Audit events
+    outlive their runs: a run's whole chain is deleted once the run is gone and its newest
+    event is older than ``AGENTOPS_AUDIT_RETENTION_DAYS`` days. Unless ``dry_run`` (count
+    only, change nothing), the purge records a ``retention.purged`` audit event with its
+    counts (its ``object_id`` is ``purge_id``, the ``RetentionPurge`` it belongs to, or
+    ``all``). Returns ``RetentionReport.as_dict()`` (times in ms and s).
+
+    Raises:
+        RetentionPolicy.DoesNotExist: no policy ``policy_id``.
     """
     now = now or timezone.now()
     batch = batch_size or settings.AGENTOPS_RETENTION_BATCH_SIZE
     report = RetentionReport(dry_run=dry_run)
     began = time.monotonic()
-    for policy in RetentionPolicy.objects.filter(enabled=True):
-        expired = Run.objects.filter(
-            status__in=policy.statuses, finished_at__lt=now - timedelta(days=policy.ttl_days)
-        )
-        if policy.agent:
-            expired = expired.filter(agent=policy.agent)
-        if policy.action == RetentionAction.REDACT:
-            expired = expired.exclude(metadata__has_key="redacted_at")
+    progress: Progress = on_progress or (lambda report: None)
+    if policy_id is None:
+        policies = list(RetentionPolicy.objects.filter(enabled=True))
+    else:
+        policies = [RetentionPolicy.objects.get(pk=policy_id)]
+    for policy in policies:
+        expired = retention_candidates(policy, now=now)
         if dry_run:
-            count = expired.count()
+            preview = retention_preview(policy=policy, now=now)
             if policy.action == RetentionAction.REDACT:
-                report.redacted_runs += count
+                report.redacted_runs += preview.runs
             else:
-                report.runs += count
-                report.steps += Step.objects.filter(run__in=expired).count()
+                report.runs += preview.runs
+                report.steps += preview.steps
             continue
-        while chunk := list(expired.values_list("pk", flat=True)[:_RETENTION_RUN_CHUNK]):
+        # In id order from where the last chunk ended, so a run the batches leave alone (it
+        # was resumed in between) is not chosen again.
+        expired = expired.order_by("pk")
+        last = None
+        while chunk := list(
+            (expired if last is None else expired.filter(pk__gt=last)).values_list("pk", flat=True)[
+                :_RETENTION_RUN_CHUNK
+            ]
+        ):
+            last = chunk[-1]
             if policy.action == RetentionAction.REDACT:
                 _redact_runs(chunk, now, report)
             else:
-                _delete_runs(chunk, batch, report)
-    audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
-    expired_chains = audit_chains_expired(
-        older_than=audit_cutoff, live_run_ids=Run.objects.values("pk")
-    )
-    if dry_run:
-        report.audit_events = AuditEvent.objects.filter(chain__in=expired_chains).count()
-    else:
-        report.audit_events, longest = audit_purge_chains(
-            chains=expired_chains, batch_size=batch, actor=actor
+                _delete_runs(chunk, batch, report, progress)
+            progress(report)
+    if policy_id is None:
+        audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
+        expired_chains = audit_chains_expired(
+            older_than=audit_cutoff, live_run_ids=Run.objects.values("pk")
         )
-        report.longest_batch_ms = max(report.longest_batch_ms, longest)
+        if dry_run:
+            report.audit_events = AuditEvent.objects.filter(chain__in=expired_chains).count()
+        else:
+            report.audit_events, longest = audit_purge_chains(
+                chains=expired_chains, batch_size=batch, actor=actor
+            )
+            report.longest_batch_ms = max(report.longest_batch_ms, longest)
     report.seconds = time.monotonic() - began
     if not dry_run:
         with audited_atomic():
@@ -203,7 +312,7 @@ def retention_purge(
                 actor=actor,
                 verb="retention.purged",
                 object_type="retention",
-                object_id="all",
-                payload={**report.as_dict(), "now": now.isoformat()},
+                object_id=purge_id or "all",
+                payload={**report.as_dict(), "now": now.isoformat(), "policy": policy_id},
             )
     return report.as_dict()

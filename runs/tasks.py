@@ -22,7 +22,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentops.actors import Actor
-from runs import recovery, retention
+from agentops.errors import Conflict
+from runs import purges, recovery
 from runs.executor import entry
 from runs.executor.call import runaway_tool_threads
 from runs.tools import all_tools
@@ -138,9 +139,24 @@ def sweep() -> dict[str, int]:
 
 
 @shared_task(name="runs.retention_purge", base=DatabaseTask)
-def retention_purge() -> dict[str, object]:
-    """Periodic retention: apply the retention policies and expire audit chains."""
-    return retention.retention_purge(actor=Actor.system("retention"))
+def retention_purge() -> int | None:
+    """Periodic retention: a purge of every enabled policy and the expired audit chains
+    (``runs.purges``), executed here; skipped while another purge is queued or running.
+    Returns the purge's id (None when skipped)."""
+    actor = Actor.system("retention")
+    try:
+        purge = purges.purge_start(actor=actor)
+    except Conflict:
+        logger.info("retention: another purge is queued or running, skipped")
+        return None
+    purges.purge_execute(purge_id=purge.pk, actor=actor)
+    return purge.pk
+
+
+@shared_task(name="runs.retention_purge_execute", base=DatabaseTask)
+def retention_purge_execute(purge_id: int) -> None:
+    """Execute the queued purge ``purge_id`` (one started from admin)."""
+    purges.purge_execute(purge_id=purge_id, actor=Actor.system("retention"))
 
 
 class CeleryWakeups:

@@ -28,6 +28,7 @@ from projects.views import object_permission
 from runs import selectors
 from runs.control import fork, lifecycle, settle
 from runs.models import Run, Step
+from runs.state_diff import step_states
 from runs.statuses import StepStatus, run_status_choices
 
 RUNS_PER_PAGE = 50
@@ -100,8 +101,20 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     )
     events = event_list(run_id=run.pk)
     latest = list(events.order_by("-id")[:TIMELINE_EVENTS])
+    # Where each audit event's object is on this page: steps and approvals by their ids.
+    anchors = {("step", str(step.pk)): f"#step-{step.index}" for step in steps}
+    anchors.update(
+        (("approval", str(step.approval.pk)), f"#approval-{step.approval.pk}")
+        for step in steps
+        if getattr(step, "approval", None) is not None
+    )
+    family = Run.objects.only("id", "goal", "status", "gate", "created_at", "forked_from_id")
     return {
         "run": run,
+        "parent": family.filter(pk=run.forked_from_id).first() if run.forked_from_id else None,
+        "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
+        "states": step_states(steps),
+        "anchors": anchors,
         "steps": steps,
         "steps_done": sum(step.status == StepStatus.SUCCEEDED for step in steps),
         "fork_until": leading_succeeded,
@@ -115,7 +128,9 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
 @permission_required("runs.view_run", raise_exception=True)
 @object_permission("runs.view_run", _run_project, "run_id")
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
-    """A run's timeline: header, steps with attempts and approvals, conversation, audit events.
+    """A run's timeline: header (with the run it was forked from and its forks), steps with
+    attempts, approvals and the state before and after each, conversation, audit events
+    (linked to their step or approval).
 
     Raises:
         Http404: unknown run.

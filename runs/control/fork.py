@@ -29,8 +29,8 @@ def run_fork(
     pending (plan and transcript runs; a client run's client appends its own), the first of
     them with ``args`` instead of its arguments when given: edited arguments get a new
     idempotency key, and the step policy classifies them as edited (the approval policy has
-    a reviewer approve them, whatever their risk). The new run's metadata names its source
-    (``forked_from``).
+    a reviewer approve them, whatever their risk). The new run links its source
+    (``Run.forked_from``) and its metadata names it (``forked_from``: run id and index).
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -66,6 +66,7 @@ def run_fork(
             goal=source.goal,
             agent=source.agent,
             input=source.input,
+            forked_from=source,
             metadata={
                 **source.metadata,
                 "forked_from": {"run": str(source.pk), "index": from_index},

@@ -1,0 +1,104 @@
+"""What a step changed in its run's ``state``: a diff of two JSON values, and the state
+before and after each step of a run, from its checkpoints.
+
+Paths are JSON Pointers (RFC 6901): ``/customer/cards/0`` is the first item of the list at
+key ``cards`` of the object at key ``customer``; ``~`` and ``/`` inside a key are written
+``~0`` and ``~1``; the empty path is the whole value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+Kind = Literal["added", "removed", "changed"]
+ADDED: Final = "added"
+REMOVED: Final = "removed"
+CHANGED: Final = "changed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference: at ``path`` (a JSON Pointer), a value was ``added`` (``after`` is
+    it), ``removed`` (``before`` is it) or ``changed`` from ``before`` to ``after``."""
+
+    path: str
+    kind: Kind
+    before: Any = None
+    after: Any = None
+
+
+def _pointer(path: str, key: str | int) -> str:
+    return f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Equal as JSON values: ``1`` and ``1.0`` are the same number, ``true`` is not ``1``."""
+    if isinstance(before, bool) or isinstance(after, bool):
+        return type(before) is type(after) and before == after
+    if isinstance(before, int | float) and isinstance(after, int | float):
+        return before == after
+    return type(before) is type(after) and before == after
+
+
+def json_diff(before: Any, after: Any, path: str = "") -> list[Change]:
+    """The differences from ``before`` to ``after`` (JSON values: dicts with string keys,
+    lists, strings, numbers, booleans, None), in document order: objects key by key (keys
+    sorted), lists item by item (items past the shorter list are added or removed), any other
+    difference (another scalar, another type) as one change of the value at its path.
+    ``path`` is the pointer the values sit at (empty: they are whole documents)."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        changes: list[Change] = []
+        for key in sorted(set(before) | set(after), key=str):
+            at = _pointer(path, key)
+            if key not in after:
+                changes.append(Change(at, REMOVED, before=before[key]))
+            elif key not in before:
+                changes.append(Change(at, ADDED, after=after[key]))
+            else:
+                changes.extend(json_diff(before[key], after[key], at))
+        return changes
+    if isinstance(before, list) and isinstance(after, list):
+        changes = []
+        for index in range(max(len(before), len(after))):
+            at = _pointer(path, index)
+            if index >= len(after):
+                changes.append(Change(at, REMOVED, before=before[index]))
+            elif index >= len(before):
+                changes.append(Change(at, ADDED, after=after[index]))
+            else:
+                changes.extend(json_diff(before[index], after[index], at))
+        return changes
+    if _same(before, after):
+        return []
+    return [Change(path, CHANGED, before=before, after=after)]
+
+
+@dataclass(frozen=True)
+class StepStates:
+    """The run's ``state`` right ``before`` and ``after`` a step, and the ``changes``."""
+
+    before: Any
+    after: Any
+    changes: list[Change] = field(default_factory=list)
+
+
+def step_states(steps: Iterable[Any]) -> dict[int, StepStates]:
+    """The state before and after each step that has a checkpoint, by step id.
+
+    ``steps`` are one run's steps in index order with their ``checkpoint`` loaded
+    (``prefetch_related("checkpoint")``: no query here). The state after a step is its
+    checkpoint's; the state before it is the checkpoint of the latest earlier step that has
+    one, or the run's initial state, ``{}``, when none has (every run starts with an empty
+    state; a fork gets checkpoints for the steps it reuses). Steps without a checkpoint (not
+    succeeded) are left out."""
+    found: dict[int, StepStates] = {}
+    state: Any = {}
+    for step in steps:
+        checkpoint = getattr(step, "checkpoint", None)
+        if checkpoint is None:
+            continue
+        found[step.pk] = StepStates(state, checkpoint.state, json_diff(state, checkpoint.state))
+        state = checkpoint.state
+    return found

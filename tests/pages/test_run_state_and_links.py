@@ -1,0 +1,149 @@
+"""The run page: each step's state before and after it as a diff (without a query per step),
+links between a fork and its source, audit rows linked to their step and approval; admin's
+"view on site" and the audit admin's links."""
+
+import re
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from agentops.actors import Actor
+from approvals.models import ApprovalRequest
+from audit.models import AuditEvent
+from runs.control.fork import run_fork
+from runs.models import Run, Step
+from tests.pages.conftest import CALCULATE
+from testsupport.factories import make_user
+
+pytestmark = pytest.mark.django_db
+
+ADD = {"tool": "calculate", "args": {"expression": "1+1"}}
+
+
+def _diff_rows(html: str, index: int) -> list[tuple[str, str]]:
+    """(kind, path) of each row of step ``index``'s state diff."""
+    start = html.index(f'id="checkpoint-{index}"')
+    block = html[start : html.index("</details>", html.index('class="full-state"', start))]
+    return re.findall(r'data-diff-kind="(\w+)" data-diff-path="([^"]*)"', block)
+
+
+def test_each_step_shows_what_it_changed_in_the_runs_state(client, operator, make_run):
+    run = make_run([CALCULATE, ADD])
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+
+    assert _diff_rows(html, 0) == [("added", "/completed_steps"), ("added", "/last_step")]
+    assert _diff_rows(html, 1) == [
+        ("changed", "/completed_steps"),
+        ("changed", "/last_step/index"),
+        ("changed", "/last_step/result"),
+    ]
+    # Collapsed by default, with the values before and after.
+    assert re.search(r'<details class="checkpoint" id="checkpoint-1" data-state-diff>', html)
+    step1 = html[html.index('id="checkpoint-1"') :]
+    assert "Run state: 3 changes by this step" in step1
+    assert '<pre class="json">42.0</pre>' in step1
+    assert '<pre class="json">2.0</pre>' in step1
+
+
+def _queries(client, run) -> int:  # type: ignore[no-untyped-def]
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(reverse("run-detail", args=[run.pk])).status_code == 200
+    return len(queries)
+
+
+def test_the_run_page_makes_as_many_queries_for_ten_steps_as_for_two(client, operator, make_run):
+    short, long = make_run([CALCULATE] * 2), make_run([CALCULATE] * 10)
+    client.force_login(operator)
+    _queries(client, short)  # warm the session and permission caches alike
+    assert _queries(client, long) == _queries(client, short)
+
+
+@pytest.fixture
+def forked(operator, make_run, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+    source = make_run([CALCULATE, ADD])
+    children = []
+    for index in (1, 0):
+        with django_capture_on_commit_callbacks(execute=True):
+            children.append(
+                run_fork(run_id=source.pk, actor=Actor.for_user(operator), from_index=index)
+            )
+    return source, children
+
+
+def test_a_fork_links_its_source_and_the_source_its_forks(client, operator, forked):
+    source, (first, second) = forked
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[source.pk])).content.decode()
+    forks = html[html.index("data-run-forks") :]
+    hrefs = re.findall(r'<a href="([^"]+)" data-fork-link>', forks)
+    assert hrefs == [f"/runs/{first.pk}/", f"/runs/{second.pk}/"]
+    assert "data-run-parent" not in html
+
+    child = client.get(reverse("run-detail", args=[first.pk])).content.decode()
+    parent = child[child.index("data-run-parent") :]
+    assert parent.index(f'<a href="/runs/{source.pk}/">') < parent.index("at step #1")
+    assert "data-run-forks" not in child
+
+
+def test_a_fork_whose_source_was_deleted_names_it(client, operator, forked):
+    source, (first, _) = forked
+    Run.objects.filter(pk=first.pk).update(forked_from=None)
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[first.pk])).content.decode()
+    assert f'<span class="mono" title="deleted">{source.pk}</span> (deleted)' in html
+
+
+def test_audit_rows_on_the_run_page_link_their_step_and_approval(client, operator, awaiting_run):
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[awaiting_run.pk])).content.decode()
+    approval = ApprovalRequest.objects.get(run=awaiting_run)
+    links = re.findall(r'<a href="(#[\w-]+)" data-event-link>([\w.]+)</a>', html)
+    assert ("#step-0", "step.succeeded") in links
+    assert ("#step-1", "step.awaiting_approval") in links
+    assert (f"#approval-{approval.pk}", "approval.created") in links
+    # Run events stay plain text: the run is this page.
+    assert not any(verb.startswith("run.") for _, verb in links)
+    assert f'id="approval-{approval.pk}"' in html
+    assert 'id="step-1"' in html
+
+
+def test_admin_view_on_site_opens_the_run_the_step_and_the_approval(client, seeded, awaiting_run):
+    client.force_login(make_user("ada", superuser=True))
+    step = Step.objects.get(run=awaiting_run, index=1)
+    approval = ApprovalRequest.objects.get(step=step)
+    expected = {
+        awaiting_run: f"/runs/{awaiting_run.pk}/",
+        step: f"/runs/{awaiting_run.pk}/#step-1",
+        approval: f"/runs/{awaiting_run.pk}/#approval-{approval.pk}",
+    }
+    for obj, url in expected.items():
+        assert obj.get_absolute_url() == url
+        meta = obj._meta
+        change = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+        shortcut = reverse(
+            "admin:view_on_site", args=[ContentType.objects.get_for_model(obj).pk, obj.pk]
+        )
+        assert f'href="{shortcut}"' in client.get(change).content.decode()
+        response = client.get(shortcut)
+        assert (response.status_code, response["Location"]) == (302, f"http://testserver{url}")
+
+
+def test_audit_admin_rows_link_their_run_step_and_approval(client, seeded, awaiting_run):
+    client.force_login(make_user("ada", superuser=True))
+    approval = ApprovalRequest.objects.get(run=awaiting_run)
+    step = approval.step
+    html = client.get(reverse("admin:audit_auditevent_changelist")).content.decode()
+    run_page = f"/runs/{awaiting_run.pk}/"
+    assert f'<a href="{run_page}" data-run-link>{awaiting_run.pk}</a>' in html
+    step_admin = reverse("admin:runs_step_change", args=[step.pk])
+    assert f'<a href="{step_admin}" data-object-link>step:{step.pk}</a>' in html
+    approval_admin = reverse("admin:approvals_approvalrequest_change", args=[approval.pk])
+    assert f'<a href="{approval_admin}" data-object-link>approval:{approval.pk}</a>' in html
+    event = AuditEvent.objects.filter(object_type="step", object_id=str(step.pk)).first()
+    detail = client.get(reverse("admin:audit_auditevent_change", args=[event.pk])).content
+    assert f'href="{step_admin}"'.encode() in detail
+    assert f'href="{run_page}"'.encode() in detail

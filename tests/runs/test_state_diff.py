@@ -1,0 +1,74 @@
+"""The JSON diff behind "state before and after a step", on a table of cases."""
+
+import pytest
+
+from runs.state_diff import Change, json_diff, step_states
+
+CASES = [
+    ("equal objects", {"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, []),
+    ("added key", {}, {"a": 1}, [Change("/a", "added", after=1)]),
+    ("removed key", {"a": {"x": 1}}, {}, [Change("/a", "removed", before={"x": 1})]),
+    ("changed scalar", {"a": 1}, {"a": 2}, [Change("/a", "changed", 1, 2)]),
+    (
+        "nested change keeps siblings",
+        {"c": {"name": "Ann", "age": 30}},
+        {"c": {"name": "Ann", "age": 31}},
+        [Change("/c/age", "changed", 30, 31)],
+    ),
+    (
+        "keys in sorted order",
+        {"b": 1},
+        {"a": 1, "c": 2},
+        [
+            Change("/a", "added", after=1),
+            Change("/b", "removed", before=1),
+            Change("/c", "added", after=2),
+        ],
+    ),
+    (
+        "list items by index",
+        [1, 2, 3],
+        [1, 5],
+        [Change("/1", "changed", 2, 5), Change("/2", "removed", before=3)],
+    ),
+    ("list grows", {"l": []}, {"l": ["x"]}, [Change("/l/0", "added", after="x")]),
+    ("type change", {"a": {"x": 1}}, {"a": [1]}, [Change("/a", "changed", {"x": 1}, [1])]),
+    ("true is not 1", {"a": 1}, {"a": True}, [Change("/a", "changed", 1, True)]),
+    ("1 and 1.0 are one number", {"a": 1}, {"a": 1.0}, []),
+    ("null to value", {"a": None}, {"a": 0}, [Change("/a", "changed", None, 0)]),
+    ("whole value", 1, "1", [Change("", "changed", 1, "1")]),
+    (
+        "pointer escapes ~ and /",
+        {},
+        {"a/b": 1, "m~n": 2},
+        [Change("/a~1b", "added", after=1), Change("/m~0n", "added", after=2)],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_json_diff(before, after, expected):
+    assert json_diff(before, after) == expected
+
+
+class _Checkpoint:
+    def __init__(self, state):
+        self.state = state
+
+
+class _Step:
+    def __init__(self, pk, state=None):
+        self.pk = pk
+        if state is not None:
+            self.checkpoint = _Checkpoint(state)
+
+
+def test_the_state_before_a_step_is_the_last_earlier_checkpoint_or_empty():
+    steps = [_Step(1, {"n": 1}), _Step(2), _Step(3, {"n": 2, "m": 0})]
+    states = step_states(steps)
+    assert list(states) == [1, 3]
+    assert (states[1].before, states[1].changes) == ({}, [Change("/n", "added", after=1)])
+    assert states[3].before == {"n": 1}
+    assert states[3].changes == [Change("/m", "added", after=0), Change("/n", "changed", 1, 2)]
