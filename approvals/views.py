@@ -99,7 +99,13 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     facets = selectors.inbox_facets(pending)
     setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
     inbox_filter = InboxFilter(request.GET or None, queryset=pending)
-    page: Page = Paginator(inbox_filter.qs, INBOX_PER_PAGE).get_page(request.GET.get("page"))
+    place = place_parameters(request.GET)
+    filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
+    paginator = Paginator(inbox_filter.qs, INBOX_PER_PAGE)
+    if not filtered:
+        # Nothing narrows the list: the facets' total is its count (one query fewer).
+        paginator.count = facets.total
+    page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
     earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     items = [
@@ -115,8 +121,6 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         )
         for approval in approvals
     ]
-    place = place_parameters(request.GET)
-    filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
     return {
         "items": items,
         "page": page,
