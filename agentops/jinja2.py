@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in stubs
 from jinja2 import Environment, Undefined, pass_eval_context
-from markupsafe import Markup, escape
 from jinja2.nodes import EvalContext
+from markupsafe import Markup, escape
 
 
 def environment(**options: Any) -> Environment:

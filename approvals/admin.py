@@ -44,7 +44,7 @@ class DecideSelectedForm(forms.Form):
         max_length=MAX_COMMENT,
         strip=True,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
-        help_text="Why you decide these requests so (kept with each decision and in the audit log).",
+        help_text="Why you decide these requests so (kept with each decision and the audit log).",
     )
 
 

@@ -20,7 +20,11 @@ from approvals.models import ApprovalRequest
 from runs.models import Risk
 
 AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
-AGE_CHOICES = [("1h", "older than an hour"), ("1d", "older than a day"), ("7d", "older than a week")]
+AGE_CHOICES = [
+    ("1h", "older than an hour"),
+    ("1d", "older than a day"),
+    ("7d", "older than a week"),
+]
 SORT_CHOICES = [("oldest", "oldest first"), ("newest", "newest first"), ("risk", "riskiest first")]
 # The GET parameters that make a reviewer's place in the inbox (with ``page``).
 PLACE_PARAMETERS = ("tool", "risk", "run", "project", "age", "q", "sort", "page")

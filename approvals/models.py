@@ -129,7 +129,7 @@ class Decision(models.TextChoices):
     REJECT = "reject", "Reject"
 
 
-DECISION_PAST_TENSE = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+DECISION_PAST_TENSE: dict[str, str] = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
 
 
 class ApprovalDecision(models.Model):

@@ -70,8 +70,8 @@ def _refusal(user: Any, access: Access, approval: ApprovalRequest) -> str:
     """Why ``user`` may not decide ``approval``, in words for them ("" if they may)."""
     run, step = approval.run, approval.step
     policy = approval.rule
-    if not access.can(policy.permission, run.project_id):
-        role = access.roles().get(run.project_id)
+    if run.project_id is None or not access.can(policy.permission, run.project_id):
+        role = access.roles().get(run.project_id) if run.project_id is not None else None
         project = run.project.name or run.project.slug
         if role is None:
             return f"You are not a member of project {project}: only its reviewers may decide."

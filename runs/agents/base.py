@@ -18,11 +18,12 @@ MAX_TOOL_NAME = 128
 class StepSpec:
     """A step an agent wants run: ``tool`` name, ``args`` object and the agent's ``rationale``;
     transcript steps also carry ``tool_call_id`` and the ``recorded_result`` to replay, the
-    ``position`` of their recorded result (the ``tool`` message) in the conversation and the
-    ``call_position`` of the assistant message that made the call. ``executor`` is ``server`` (a registered
-    tool the workers run) or ``client`` (the client app runs it; ``args_schema`` is the JSON
-    Schema it gave for the arguments, possibly empty). ``declared_risk`` is the risk the tool's
-    own server declares (an MCP server's annotations, read by the gateway), empty if none."""
+    ``position`` of their recorded result (the ``tool`` message) in the conversation and
+    the ``call_position`` of the assistant message that made the call. ``executor`` is
+    ``server`` (a registered tool the workers run) or ``client`` (the client app runs it;
+    ``args_schema`` is the JSON Schema it gave for the arguments, possibly empty).
+    ``declared_risk`` is the risk the tool's own server declares (an MCP server's annotations,
+    read by the gateway), empty if none."""
 
     tool: str
     args: dict[str, Any]

@@ -102,7 +102,7 @@ def test_a_forked_runs_low_risk_card_says_its_arguments_were_edited(
     card = card_of(inbox(reviewer), approval.pk)
     assert "low risk" in card
     assert "arguments edited by a person" in card
-    assert f"fork of <a href=\"/runs/{source.pk}/\">" in card
+    assert f'fork of <a href="/runs/{source.pk}/">' in card
     assert "made by olivia" in card
 
 
@@ -143,7 +143,7 @@ def test_a_preview_that_raises_shows_no_preview_and_is_logged(
     monkeypatch.setitem(registry._REGISTRY, "send_email", replace(tool, preview=broken))
     with caplog.at_level(logging.ERROR, logger="runs.tools.preview"):
         card = card_of(inbox(reviewer), awaiting_run.approvals.get().pk)
-    assert "No preview: the tool’s preview failed" in card
+    assert "No preview: the tool\N{RIGHT SINGLE QUOTATION MARK}s preview failed" in card
     assert 'data-action="approve"' in card
     assert "preview of send_email failed" in caplog.text
     assert "mail server unreachable" in caplog.text
@@ -171,7 +171,9 @@ def test_decisions_read_approved_and_rejected(
     from approvals.services import approval_decide
 
     RiskRule.objects.filter(pattern="send_*").update(required_approvals=2)
-    run = make_run([{"tool": "send_email", "args": {"to": ["a@b.co"], "subject": "s", "body": "b"}}])
+    run = make_run(
+        [{"tool": "send_email", "args": {"to": ["a@b.co"], "subject": "s", "body": "b"}}]
+    )
     approval = run.approvals.get()
     approval_decide(
         approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="approve", comment="ok"
@@ -192,9 +194,7 @@ def test_decisions_read_approved_and_rejected(
     assert "rejectd" not in run_page
 
 
-def test_the_navigation_shows_the_pending_count_to_who_may_see_approvals(
-    reviewer, awaiting_run
-):
+def test_the_navigation_shows_the_pending_count_to_who_may_see_approvals(reviewer, awaiting_run):
     client = Client()
     client.force_login(reviewer)
     page = client.get("/").content.decode()
