@@ -159,15 +159,29 @@
   region.addEventListener("live:updated", showCount);
 
   // Back from a decision: focus the card named in the address (the next one), or the first.
-  var wanted = /^#approval-(\d+)$/.exec(window.location.hash);
-  var target = wanted && document.getElementById("approval-" + wanted[1]);
-  if (target) {
+  // After "load": the browser's own move to the address's fragment would undo it before.
+  function focusWanted() {
+    var wanted = /^#approval-(\d+)$/.exec(window.location.hash);
+    if (!wanted) {
+      return;
+    }
+    var target = document.getElementById("approval-" + wanted[1]);
+    if (!target) {
+      focusCard(cardOf(summaries()[0]));
+      return;
+    }
     focusCard(target);
     if (document.querySelector("[data-messages] .message-error")) {
       // The decision was refused: the card is opened again where the reviewer left it.
       open(target);
     }
-  } else if (wanted) {
-    focusCard(cardOf(summaries()[0]));
+  }
+
+  if (document.readyState === "complete") {
+    setTimeout(focusWanted, 0);
+  } else {
+    window.addEventListener("load", function () {
+      setTimeout(focusWanted, 0);
+    });
   }
 })();
