@@ -22,7 +22,6 @@ from approvals import selectors, services
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
-from approvals.policy import DECIDE_PERMISSION
 from projects.access import Access
 from runs.models import Step
 from runs.selectors import conversation_before_call
@@ -50,11 +49,6 @@ class InboxItem:
     preview: Preview
     refusal: str
     own_decision: ApprovalDecision | None
-
-    @property
-    def own_run(self) -> bool:
-        """Whether the four-eyes rule keeps this user from deciding (they asked for it)."""
-        return self.refusal.startswith("You requested") or self.refusal.startswith("You asked")
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -129,7 +123,6 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         "place": urlencode(place),
         "place_without_page": urlencode({k: v for k, v in place.items() if k != "page"}),
         "filtered": bool(filtered),
-        "may_decide": request.user.has_perm(DECIDE_PERMISSION),
     }
 
 

@@ -71,6 +71,7 @@ def test_a_reviewer_approves_and_rejects_with_the_keyboard_only(
     log_in(page, "rita", "/approvals/")
     expect(page).to_have_title("(2) Approvals · agentops")
     expect(page.locator("[data-pending-badge]")).to_have_text("2")
+    page.screenshot(path=SCREENSHOTS / "e2e-inbox-list.png")
 
     page.keyboard.press("?")
     expect(page.locator("#shortcuts-dialog")).to_be_visible()
@@ -256,4 +257,22 @@ def test_a_transcript_card_shows_the_call_in_context_without_overflow(
     )
     assert too_wide == []
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    context.close()
+
+
+def test_the_filtered_inbox_title_and_badge_update_live(asgi_server, operator, reviewer, chromium):
+    mail_run(operator, "mail the invoices of May")
+    context = open_context(chromium, asgi_server.url)
+    page = context.new_page()
+    log_in(page, "rita", "/approvals/?q=invoices")
+    expect(page.locator("[data-live-indicator]")).to_have_attribute("data-state", "live")
+    expect(page.locator("[data-approval-id]")).to_have_count(1)
+    page.evaluate("window.__noReload = 1")
+    june = mail_run(operator, "mail the invoices of June")
+    mail_run(operator, "mail the refund policy")
+    expect(page.locator("[data-approval-id]")).to_have_count(2)
+    expect(page.locator(f'[data-approval-id="{june.pk}"]')).to_be_visible()
+    expect(page).to_have_title("(3) Approvals · agentops")
+    expect(page.locator("[data-pending-badge]")).to_have_text("3")
+    assert page.evaluate("window.__noReload") == 1
     context.close()
