@@ -23,7 +23,7 @@ from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from projects.access import Access
-from runs.models import Step
+from runs.models import CLIENT_DRIVEN, Step
 from runs.selectors import conversation_before_call
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
@@ -222,7 +222,12 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         return _back_to_place(request, again)
     tool = approval.step.tool
     if decision == Decision.REJECT:
-        messages.success(request, f"Rejected {tool}: the run has failed.")
+        if approval.run.agent in CLIENT_DRIVEN:
+            messages.success(
+                request, f"Rejected {tool}: the agent gets your reason as its outcome."
+            )
+        else:
+            messages.success(request, f"Rejected {tool}: the run has failed.")
     elif approval.status == ApprovalStatus.APPROVED:
         messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
     else:

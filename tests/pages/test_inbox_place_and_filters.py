@@ -8,7 +8,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from agentops.actors import Actor
 from approvals.models import ApprovalRequest, ApprovalStatus
+from runs.control.create import run_create
 from runs.models import RunStatus
 from testsupport.state import assert_unchanged
 
@@ -130,3 +132,19 @@ def test_a_rejection_without_a_reason_is_refused_and_changes_nothing(
     assert not approval.decisions.exists()
     awaiting_run.refresh_from_db()
     assert awaiting_run.status == RunStatus.WAITING
+
+
+def test_rejecting_a_client_runs_step_says_the_agent_gets_the_reason(
+    operator, reviewer, client_of, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(actor=Actor.for_user(operator), agent="client", goal="g", steps=[MAIL])
+    approval = ApprovalRequest.objects.get(run=run)
+    response = client_of(reviewer).post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "reject", "comment": "not this address"},
+        follow=True,
+    )
+    assert "Rejected send_email: the agent gets your reason as its outcome." in (
+        response.content.decode()
+    )
