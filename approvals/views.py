@@ -29,8 +29,9 @@ from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
 
-# Cards are folded to one line until opened, and a page stays small: 25 a page keep the page
-# near 60 kB and its rendering near 25 ms; the pager reaches the rest.
+# Cards are folded to one line until opened, so a page is one screen of lines; 25 a page keep
+# its markup (each card's arguments, conversation and last results are in it, for opening
+# without a round trip) and rendering bounded; the pager reaches the rest.
 INBOX_PER_PAGE = 25
 # The inbox shows the results of at most this many steps before the one to decide.
 EARLIER_STEPS_SHOWN = 10
