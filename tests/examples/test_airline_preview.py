@@ -113,3 +113,56 @@ def test_a_read_has_nothing_to_preview_and_bad_calls_raise(store, world):
         tools.preview(store, world, "drop_tables", {})
     with pytest.raises(TypeError):
         tools.preview(store, world, "cancel_reservation", {"reservation": "4WQ150"})
+
+
+def cabin_change() -> tuple[dict[str, Any], str, str, int]:
+    """A reservation whose flights all have seats in another cabin and whose user has a credit
+    card, from the data files: (reservation, new cabin, card id, price difference)."""
+    flights = json.loads((DATA / "flights.json").read_text())
+    users = json.loads((DATA / "users.json").read_text())
+    reservations = json.loads((DATA / "reservations.json").read_text())
+    for reservation in sorted(reservations.values(), key=lambda r: r["reservation_id"]):
+        cards = [
+            key
+            for key, method in sorted(users[reservation["user_id"]]["payment_methods"].items())
+            if method["source"] == "credit_card"
+        ]
+        passengers = len(reservation["passengers"])
+        for cabin in ("basic_economy", "economy", "business"):
+            if cabin == reservation["cabin"] or not cards:
+                continue
+            dates = [
+                flights[f["flight_number"]]["dates"].get(f["date"], {})
+                for f in reservation["flights"]
+            ]
+            if all(
+                d.get("status") == "available" and d["available_seats"][cabin] >= passengers
+                for d in dates
+            ):
+                new = sum(d["prices"][cabin] for d in dates) * passengers
+                old = sum(f["price"] for f in reservation["flights"]) * passengers
+                if new != old:
+                    return reservation, cabin, cards[0], new - old
+    raise AssertionError("no reservation can change cabin in the data files")
+
+
+def test_a_flight_change_preview_shows_the_new_flights_and_the_payment(store, world):
+    reservation, cabin, card, difference = cabin_change()
+    args = {
+        "reservation_id": reservation["reservation_id"],
+        "cabin": cabin,
+        "flights": [
+            {"flight_number": f["flight_number"], "date": f["date"]} for f in reservation["flights"]
+        ],
+        "payment_id": card,
+    }
+    before = store.documents(world)
+    seen = tools.preview(store, world, "update_reservation_flights", args)
+    assert store.documents(world) == before
+    document = f"reservations/{reservation['reservation_id']}"
+    by_field = {c["field"]: c for c in seen["changes"] if c["document"] == document}
+    assert by_field["payment_history"]["added"] == [{"payment_id": card, "amount": difference}]
+    assert [f["flight_number"] for f in by_field["flights"]["after"]] == [
+        f["flight_number"] for f in reservation["flights"]
+    ]
+    assert by_field["flights"]["before"] == reservation["flights"]
