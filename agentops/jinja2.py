@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in stubs
 from jinja2 import Environment, Undefined, pass_eval_context
 from jinja2.nodes import EvalContext
+from markupsafe import Markup, escape
 
 
 def environment(**options: Any) -> Environment:
@@ -28,7 +29,8 @@ def environment(**options: Any) -> Environment:
 
     Templates get ``url(name, *args)``, ``static(path)``, ``get_messages(request)`` and
     Django's ``date``, ``timesince``, ``timeuntil``, ``linebreaksbr``, ``pluralize``,
-    ``floatformat`` and ``truncatechars`` filters, plus ``pretty_json`` and ``duration``.
+    ``floatformat`` and ``truncatechars`` filters, plus ``pretty_json``, ``json_tree`` and
+    ``duration``.
     Printed values are escaped as Django escapes them (``&quot;``, ``&#x27;``, where Jinja2
     would write ``&#34;``, ``&#39;``), a template keeps its final newline, and a missing value
     prints as nothing, also under ``DEBUG`` (where the backend would print its name instead):
@@ -49,6 +51,7 @@ def environment(**options: Any) -> Environment:
         floatformat=defaultfilters.floatformat,
         truncatechars=defaultfilters.truncatechars,
         pretty_json=pretty_json,
+        json_tree=json_tree,
         duration=duration,
     )
     return env
@@ -96,6 +99,70 @@ def pretty_json(value: Any) -> str:
         # Indentation changes nothing in a scalar, and without it json uses its C encoder.
         return json.dumps(value, ensure_ascii=False, default=str)
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+# Objects and arrays nested deeper than this start folded; so do those with more entries.
+JSON_TREE_OPEN_DEPTH = 3
+JSON_TREE_OPEN_ENTRIES = 20
+
+
+def _json_text(value: str) -> Any:
+    """The object or array a string holds as JSON text (tool results and MCP arguments often
+    do), else None."""
+    text = value.strip()
+    if not text or text[0] not in "[{":
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
+
+
+def _json_node(value: Any, depth: int, out: list[str]) -> None:
+    if isinstance(value, str):
+        parsed = _json_text(value)
+        if parsed is None:
+            out.append(f'<span class="j-str">"{escape(value)}"</span>')
+            return
+        out.append('<span class="j-note" title="a string holding JSON, shown parsed">JSON</span> ')
+        value = parsed
+    if isinstance(value, dict | list | tuple):
+        entries = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        is_object = isinstance(value, dict)
+        brackets = "{}" if is_object else "[]"
+        if not entries:
+            out.append(f'<span class="j-punct">{brackets}</span>')
+            return
+        unit = "key" if is_object else "item"
+        count = f"{len(entries)} {unit}{'s' if len(entries) != 1 else ''}"
+        folded = depth >= JSON_TREE_OPEN_DEPTH or len(entries) > JSON_TREE_OPEN_ENTRIES
+        out.append(
+            f'<details class="j-node"{"" if folded else " open"}><summary>'
+            f'<span class="j-punct">{brackets[0]}</span><span class="j-count">{count}</span>'
+            f'<span class="j-punct">{brackets[1]}</span></summary><ul class="j-entries">'
+        )
+        for key, item in entries:
+            out.append("<li>")
+            if is_object:
+                out.append(f'<span class="j-key">{escape(key)}</span>: ')
+            _json_node(item, depth + 1, out)
+            out.append("</li>")
+        out.append("</ul></details>")
+        return
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    kind = "j-null" if value is None else "j-bool" if isinstance(value, bool) else "j-num"
+    out.append(f'<span class="{kind}">{escape(text)}</span>')
+
+
+def json_tree(value: Any) -> Markup:
+    """``value`` (JSON data) as readable, collapsible HTML: objects and arrays as ``<details>``
+    lists (deep or long ones folded), strings that hold a JSON object or array shown parsed,
+    every text escaped. The ``json-tree`` CSS class wraps long text instead of scrolling."""
+    out: list[str] = ['<div class="json-tree">']
+    _json_node(value, 0, out)
+    out.append("</div>")
+    return Markup("".join(out))  # noqa: S704  (every piece of data above is escaped)
 
 
 def duration(ms: int | None) -> str:

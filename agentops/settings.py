@@ -123,7 +123,11 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.jinja2.Jinja2",
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": False,
-        "OPTIONS": {"environment": "agentops.jinja2.environment"},
+        "OPTIONS": {
+            "environment": "agentops.jinja2.environment",
+            # The navigation's count of pending approvals (counted only when a page shows it).
+            "context_processors": ["approvals.context_processors.pending_approvals"],
+        },
     },
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

@@ -3,7 +3,9 @@ notifications (read-only).
 
 Approval requests are decided through ``approvals.services.approval_decide`` only, which the
 "Approve selected" / "Reject selected" actions call once per request with the admin user as
-the reviewer, so the usual rules apply (not your own run, one decision per reviewer).
+the reviewer, so the usual rules apply (not your own run, one decision per reviewer). Both
+actions first show a confirmation page listing the requests, which needs a comment: it is
+recorded in each decision.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 import apprise
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
@@ -30,6 +35,7 @@ from approvals.models import (
     webhook_list,
 )
 from approvals.policy import DECIDE_PERMISSION
+from approvals.services import MAX_COMMENT
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from projects.admin import ProjectScopedAdminMixin
 
@@ -160,6 +166,18 @@ class NotificationAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.Model
         return f"{notification.recipient_name} <{notification.target}>"
 
 
+class DecideSelectedForm(forms.Form):
+    """The comment a bulk decision needs: recorded in each request's decision."""
+
+    comment = forms.CharField(
+        label="Comment",
+        max_length=MAX_COMMENT,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text="Why you decide these requests so (kept with each decision and the audit log).",
+    )
+
+
 class ApprovalDecisionInline(ReadOnlyTabularInline):
     model = ApprovalDecision
     fields = readonly_fields = ("reviewer_name", "decision", "comment", "created_at")
@@ -192,16 +210,34 @@ class ApprovalRequestAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.Mo
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(DECIDE_PERMISSION)
 
-    def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str) -> None:
+    def _decide(
+        self, request: HttpRequest, queryset: QuerySet, decision: str
+    ) -> TemplateResponse | None:
+        """The confirmation page of a bulk decision, or, once it was posted back with a
+        comment (``apply``), the decision of each selected request with that comment."""
+        form = DecideSelectedForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            verb = "approve" if decision == Decision.APPROVE else "reject"
+            context = {
+                **self.admin_site.each_context(request),
+                "title": f"{verb.capitalize()} the selected approval requests?",
+                "opts": self.model._meta,
+                "approvals": list(queryset.select_related("step", "run").order_by("pk")),
+                "form": form,
+                "verb": verb,
+                "action": f"{verb}_selected",
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(
+                request, "admin/approvals/approvalrequest/decide_selected.html", context
+            )
+        comment = form.cleaned_data["comment"]
         actor = Actor.for_user(request.user)
         done = 0
         for approval_id in queryset.values_list("pk", flat=True):
             try:
                 services.approval_decide(
-                    approval_id=approval_id,
-                    actor=actor,
-                    decision=decision,
-                    comment=f"{decision}d in admin",
+                    approval_id=approval_id, actor=actor, decision=decision, comment=comment
                 )
             except (
                 Conflict,
@@ -216,14 +252,15 @@ class ApprovalRequestAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.Mo
             self.message_user(
                 request, f"Recorded {decision} on {done} request(s).", messages.SUCCESS
             )
+        return None
 
-    @admin.action(description="Approve selected requests", permissions=["decide"])
-    def approve_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._decide(request, queryset, Decision.APPROVE)
+    @admin.action(description="Approve selected requests…", permissions=["decide"])
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        return self._decide(request, queryset, Decision.APPROVE)
 
-    @admin.action(description="Reject selected requests", permissions=["decide"])
-    def reject_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._decide(request, queryset, Decision.REJECT)
+    @admin.action(description="Reject selected requests…", permissions=["decide"])
+    def reject_selected(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        return self._decide(request, queryset, Decision.REJECT)
 
 
 @admin.register(ApprovalDecision)

@@ -319,6 +319,9 @@ class Decision(models.TextChoices):
     REJECT = "reject", "Reject"
 
 
+DECISION_PAST_TENSE: dict[str, str] = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+
+
 class ApprovalDecision(models.Model):
     """One reviewer's approve or reject on an approval request, with their comment.
 
@@ -346,7 +349,12 @@ class ApprovalDecision(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.reviewer_name} {self.decision}d approval {self.approval_id}"
+        return f"{self.reviewer_name} {self.past_tense} approval {self.approval_id}"
+
+    @property
+    def past_tense(self) -> str:
+        """The decision as a verb in the past: ``approved`` or ``rejected``."""
+        return DECISION_PAST_TENSE[self.decision]
 
 
 class NotificationEvent(models.TextChoices):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
-from django.db.models import F, Prefetch, QuerySet, Window
+from django.db.models import Count, F, Prefetch, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from approvals.models import ApprovalDecision, ApprovalRequest
@@ -13,9 +14,9 @@ from runs.models import Step
 
 def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
     """Approval requests, oldest first (the reviewer's queue order), with their step, run and
-    decisions loaded; optionally only those with ``status``."""
+    decisions loaded (and the run's project); optionally only those with ``status``."""
     qs = (
-        ApprovalRequest.objects.select_related("step", "run", "run__requested_by")
+        ApprovalRequest.objects.select_related("step", "run", "run__requested_by", "run__project")
         .prefetch_related(
             Prefetch("decisions", queryset=ApprovalDecision.objects.order_by("created_at"))
         )
@@ -54,3 +55,33 @@ def earlier_steps(approvals: list[ApprovalRequest], *, limit: int) -> dict[int, 
     for step in steps:
         found[step.approval_id].append(step)
     return found
+
+
+@dataclass(frozen=True)
+class InboxFacets:
+    """What the inbox's filters offer, from the pending requests a user may see: ``total``
+    requests, and the ``tools`` and ``projects`` (``(id, name)``) they belong to, by name."""
+
+    total: int
+    tools: list[str]
+    projects: list[tuple[int, str]]
+
+
+def inbox_facets(pending: QuerySet[ApprovalRequest]) -> InboxFacets:
+    """The ``InboxFacets`` of ``pending`` (pending requests, already scoped to what the user
+    may see). One query."""
+    rows = (
+        pending.order_by()
+        .values_list("step__tool", "run__project_id", "run__project__name")
+        .annotate(n=Count("id"))
+    )
+    total, tools, projects = 0, set(), {}
+    for tool, project_id, project_name, n in rows:
+        total += n
+        tools.add(tool)
+        projects[project_id] = project_name
+    return InboxFacets(
+        total=total,
+        tools=sorted(tools),
+        projects=sorted(projects.items(), key=lambda p: p[1]),
+    )

@@ -5,26 +5,33 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.core.paginator import Page, Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from approvals import selectors, services
-from approvals.models import ApprovalRequest, ApprovalStatus, Decision
+from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
+from approvals.filters import InboxFilter, place_parameters
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from projects.access import Access
-from runs.models import Step
+from runs.models import CLIENT_DRIVEN, Step
+from runs.selectors import conversation_before_call
+from runs.tools.preview import Preview, tool_preview
+from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
 
-# Each request is a full card (arguments, rationale, conversation, earlier results): 25 a page
-# keep the page about 60 kB and its rendering near 25 ms; the pager reaches the rest.
+# Cards are folded to one line until opened, so a page is one screen of lines; 25 a page keep
+# its markup (each card's arguments, conversation and last results are in it, for opening
+# without a round trip) and rendering bounded; the pager reaches the rest.
 INBOX_PER_PAGE = 25
 # The inbox shows the results of at most this many steps before the one to decide.
 EARLIER_STEPS_SHOWN = 10
@@ -33,22 +40,69 @@ EARLIER_STEPS_SHOWN = 10
 @dataclass
 class InboxItem:
     """A pending approval with what the reviewer needs to judge it: the steps before it
-    (``earlier_steps``, with their results), whether ``own_run`` (the reviewer requested the
-    run, so they may not decide) and ``group_refusal`` (why the reviewer's groups may not
-    decide it now: its policy names other approvers, or it has not escalated to them yet;
-    empty when they may)."""
+    (``earlier_steps``, with their results), the ``conversation`` up to the call, the
+    tool's ``preview`` of what the call would change, ``refusal`` (why this user may not
+    decide it, "" if they may) and ``own_decision`` (their approval so far, if any)."""
 
     approval: ApprovalRequest
     earlier_steps: list[Step]
-    own_run: bool
-    group_refusal: str = ""
+    conversation: list[dict[str, Any]]
+    preview: Preview
+    refusal: str
+    own_decision: ApprovalDecision | None
+
+    @property
+    def forked_from(self) -> dict[str, Any] | None:
+        """``{"run": id, "index": step index}`` when the run is a fork and this is the step the
+        fork started from (where a person may have edited the arguments), else None."""
+        source = self.approval.run.metadata.get("forked_from")
+        if isinstance(source, dict) and source.get("index") == self.approval.step.index:
+            return source
+        return None
+
+
+def _refusal(user: Any, access: Access, approval: ApprovalRequest, groups: set[str]) -> str:
+    """Why ``user`` (in the Django groups named ``groups``) may not decide ``approval``, in
+    words for them ("" if they may)."""
+    run, step = approval.run, approval.step
+    policy = approval.rule
+    if run.project_id is None or not access.can(policy.permission, run.project_id):
+        role = access.roles().get(run.project_id) if run.project_id is not None else None
+        project = run.project.name or run.project.slug
+        if role is None:
+            return f"You are not a member of project {project}: only its reviewers may decide."
+        return f"Your role in project {project} is {role}: only its reviewers may decide."
+    if policy.excludes_requester(user=user, run=run, step=step):
+        if run.requested_by_id == user.pk:
+            return "You requested this run: four-eyes rule, another reviewer must decide."
+        return "You asked for this step: four-eyes rule, another reviewer must decide."
+    refused = policy.group_refusal(groups=groups, escalated=approval.escalated)
+    return f"You may not decide this yet: {refused}." if refused else ""
+
+
+def _preview(approval: ApprovalRequest) -> Preview:
+    step = approval.step
+    context = PreviewContext(
+        run_id=str(approval.run_id), step_id=step.pk, project_id=approval.run.project_id
+    )
+    return tool_preview(step.tool, step.args, context)
 
 
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
-    pending = Access(request.user).scope(
+    access = Access(request.user)
+    pending = access.scope(
         selectors.approval_inbox(), "approvals.view_approvalrequest", "run__project_id"
     )
-    page = Paginator(pending, INBOX_PER_PAGE).get_page(request.GET.get("page"))
+    facets = selectors.inbox_facets(pending)
+    setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
+    inbox_filter = InboxFilter(request.GET or None, queryset=pending)
+    place = place_parameters(request.GET)
+    filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
+    paginator = Paginator(inbox_filter.qs, INBOX_PER_PAGE)
+    if not filtered:
+        # Nothing narrows the list: the facets' total is its count (one query fewer).
+        paginator.count = facets.total
+    page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
     earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     groups = set(request.user.groups.values_list("name", flat=True))
@@ -56,22 +110,33 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         InboxItem(
             approval=approval,
             earlier_steps=earlier.get(approval.pk, []),
-            own_run=approval.rule.excludes_requester(
-                user=request.user, run=approval.run, step=approval.step
+            conversation=conversation_before_call(approval.run, approval.step),
+            preview=_preview(approval),
+            refusal=_refusal(request.user, access, approval, groups),
+            own_decision=next(
+                (d for d in approval.decisions.all() if d.reviewer_id == request.user.pk), None
             ),
-            group_refusal=approval.rule.group_refusal(groups=groups, escalated=approval.escalated),
         )
         for approval in approvals
     ]
-    return {"items": items, "page": page}
+    return {
+        "items": items,
+        "page": page,
+        "filter": inbox_filter,
+        "facets": facets,
+        "place": urlencode(place),
+        "place_without_page": urlencode({k: v for k, v in place.items() if k != "page"}),
+        "filtered": bool(filtered),
+    }
 
 
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 def approval_inbox(request: HttpRequest) -> HttpResponse:
-    """Pending approval requests of the user's projects, oldest first, each with an approve /
-    reject form."""
+    """Pending approval requests of the user's projects, one folded card each (opened by a
+    click or the keyboard) with an approve / reject form; filtered, searched, sorted and
+    paged by GET parameters (``approvals.filters``)."""
     after = last_event_id()
     context = _inbox_context(request)
     context.update(
@@ -87,19 +152,36 @@ def approval_inbox(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 def approval_inbox_fragment(request: HttpRequest) -> HttpResponse:
-    """The inbox's list of requests alone, for live refreshes."""
+    """The inbox's list of requests alone (same GET parameters), for live refreshes."""
     return render(request, "approvals/_inbox_items.html", _inbox_context(request))
+
+
+def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirect:
+    """The inbox at the reviewer's place: the page, filters and sort the form was posted from
+    (``place``, only known parameters kept), with ``focus`` (an approval id) as the card to
+    focus."""
+    place = request.POST.get("place", "")
+    query = place_parameters(QueryDict(place) if len(place) <= 2000 else {})
+    url = reverse("approval-inbox")
+    if query:
+        url += "?" + urlencode(query)
+    if focus.isdigit():
+        url += f"#approval-{focus}"
+    return HttpResponseRedirect(url)
 
 
 @require_POST
 @login_required
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Approve or reject (POST ``decision``: approve|reject, ``comment``; to approve with
-    edits, ``args``: the arguments as JSON text), then back to the inbox.
+    """Approve or reject (POST ``decision``: approve|reject, ``comment``: required to reject;
+    to approve with edits, ``args``: the arguments as JSON text), then back to the inbox at
+    the reviewer's place (``place``: the inbox's query string; ``next``: the id of the card to
+    focus after a decision).
 
     Every refusal of the service (not pending any more, already decided, own run, no reviewer
-    permission, bad input) becomes an error message on the inbox; so does a request that does
-    not exist or is in a project the user may not see (the same message for both).
+    permission, bad input) and a rejection without a reason become an error message on the
+    inbox, the card focused again; so does a request that does not exist or is in a project
+    the user may not see (the same message for both).
     """
     project_id = (
         ApprovalRequest.objects.filter(pk=approval_id).values_list("run__project_id", flat=True)
@@ -108,8 +190,17 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         "approvals.view_approvalrequest", project_id
     ):
         messages.error(request, f"Approval request {approval_id} does not exist.")
-        return redirect("approval-inbox")
+        return _back_to_place(request)
+    again = str(approval_id)
     decision = request.POST.get("decision", "")
+    comment = request.POST.get("comment", "").strip()
+    if decision == Decision.REJECT and not comment:
+        messages.error(
+            request,
+            "Could not record your rejection: give a reason (the agent and the audit log "
+            "keep it). Nothing was changed.",
+        )
+        return _back_to_place(request, again)
     args_text = request.POST.get("args", "")
     args = None
     if decision == Decision.APPROVE and args_text.strip():
@@ -121,23 +212,28 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             messages.error(
                 request, f"Could not record your decision: the arguments are not JSON ({exc})."
             )
-            return redirect("approval-inbox")
+            return _back_to_place(request, again)
     try:
         approval = services.approval_decide(
             approval_id=approval_id,
             actor=Actor.for_user(request.user),
             decision=decision,
-            comment=request.POST.get("comment", "").strip(),
+            comment=comment,
             args=args,
         )
     except (Conflict, PermissionDenied, InvalidInput) as exc:
         messages.error(request, f"Could not record your decision: {exc}.")
-    else:
-        tool = approval.step.tool
-        if decision == Decision.REJECT:
-            messages.success(request, f"Rejected {tool}: the run has failed.")
-        elif approval.status == ApprovalStatus.APPROVED:
-            messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
+        return _back_to_place(request, again)
+    tool = approval.step.tool
+    if decision == Decision.REJECT:
+        if approval.run.agent in CLIENT_DRIVEN:
+            messages.success(
+                request, f"Rejected {tool}: the agent gets your reason as its outcome."
+            )
         else:
-            messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
-    return redirect("approval-inbox")
+            messages.success(request, f"Rejected {tool}: the run has failed.")
+    elif approval.status == ApprovalStatus.APPROVED:
+        messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
+    else:
+        messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
+    return _back_to_place(request, request.POST.get("next", ""))

@@ -7,10 +7,11 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from runs.models import Run, Step, StepAttempt
+from runs.models import AgentKind, Run, Step, StepAttempt
 from runs.statuses import StepStatus, run_status_filter, step_status_info
 
 
@@ -81,3 +82,36 @@ def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]
         .annotate(total=Count("id"), done=Count("id", filter=Q(status=StepStatus.SUCCEEDED)))
     )
     return {row["run_id"]: (row["total"], row["done"]) for row in rows}
+
+
+def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:
+    """The messages of ``run.conversation`` a reviewer of ``step`` should read: those up to
+    and including the assistant message that made the step's tool call, none after it.
+
+    A transcript run's conversation keeps each message's ``position`` in the recording and its
+    ``input`` the position of each step's call (``call_positions``; runs created before it was
+    kept have the position of each call's recorded result, ``positions``, which follows the
+    call). A client run's conversation holds the calls themselves: it is cut after the
+    assistant message whose ``tool_calls`` hold the step's ``tool_call_id``. A step that names
+    no known place (a plan run, a call the client did not report) gets the whole conversation,
+    which then holds nothing recorded after the call.
+    """
+    conversation = run.conversation or []
+    if run.agent == AgentKind.TRANSCRIPT:
+        calls = run.input.get("call_positions") or []
+        if step.index < len(calls) and isinstance(calls[step.index], int):
+            last = calls[step.index]
+            return [m for m in conversation if m.get("position", last + 1) <= last]
+        results = run.input.get("positions") or []
+        if step.index < len(results) and isinstance(results[step.index], int):
+            end = results[step.index]
+            return [m for m in conversation if m.get("position", end) < end]
+        return conversation
+    if step.tool_call_id:
+        for i, message in enumerate(conversation):
+            calls = message.get("tool_calls") if isinstance(message, dict) else None
+            if message.get("role") == "assistant" and isinstance(calls, list):
+                ids = {str(c.get("id", "")) for c in calls if isinstance(c, dict)}
+                if step.tool_call_id in ids:
+                    return conversation[: i + 1]
+    return conversation

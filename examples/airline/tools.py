@@ -9,6 +9,10 @@ for byte: the same JSON key order, error strings, generated ids (``HATHAT``, ``H
 its output under its idempotency key in the same transaction, and a call whose key is already
 recorded returns that output without acting again: a client killed after the write and before
 reporting it gets the same output when it runs the call again.
+
+``preview`` is the writes' dry run, for a reviewer deciding whether a write may happen: what it
+would change (balances, payments, flights, a new reservation), computed by the tool itself on
+the world's documents in a read-only transaction that is rolled back.
 """
 
 from __future__ import annotations
@@ -476,6 +480,66 @@ TOOLS: dict[str, Callable[..., str]] = {
         update_reservation_passengers,
     )
 }
+
+
+def _differences(before: Any, after: Any, path: str) -> list[dict[str, Any]]:
+    """What differs from ``before`` to ``after`` (JSON documents), field by field: objects are
+    compared key by key, a list that only grew reports the ``added`` items."""
+    if before == after:
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        found: list[dict[str, Any]] = []
+        for key in [*before, *(k for k in after if k not in before)]:
+            where = f"{path}.{key}" if path else key
+            found += _differences(before.get(key), after.get(key), where)
+        return found
+    if isinstance(before, list) and isinstance(after, list) and after[: len(before)] == before:
+        return [{"field": path, "added": after[len(before) :]}]
+    return [{"field": path, "before": before, "after": after}]
+
+
+def preview(store: Store, world: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """What the write ``name`` with ``args`` would change in ``world``, without changing it.
+
+    The tool runs as ``call`` runs it, on the documents it reads, but in a READ ONLY
+    transaction that is always rolled back: nothing is written back and no effect is
+    recorded under any idempotency key. Returns ``{"outcome": the tool's output text (an
+    "Error: ..." when the call would be refused), "changes": [{"document": "users/<id>",
+    "field": "payment_methods.<id>.amount", "before": 245, "after": 45}, or with "added":
+    [items appended to a list], ...]}``; a document the call would create has ``before``
+    None. A tool that writes nothing gives ``{"outcome": None, "changes": []}`` without
+    running.
+
+    Raises:
+        ValueError: unknown tool.
+        TypeError: arguments that do not fit the tool (missing or unknown keys).
+    """
+    fn = TOOLS.get(name)
+    if fn is None:
+        raise ValueError(f"unknown airline tool {name!r}")
+    if name not in WRITE_TOOLS:
+        return {"outcome": None, "changes": []}
+    with store.pool.connection() as conn, conn.transaction(force_rollback=True):
+        conn.execute("SET TRANSACTION READ ONLY")
+        data = Data(
+            {
+                kind: Table(conn, world, kind, lock=False)
+                for kind in ("users", "flights", "reservations")
+            }
+        )
+        output = fn(data, **deepcopy(args))
+        changes: list[dict[str, Any]] = []
+        for kind, table in data.items():
+            for key, doc in table.loaded.items():
+                original = table.original.get(key)
+                old = json.loads(original) if original is not None else None
+                if old is None:
+                    changes.append({"document": f"{kind}/{key}", "before": None, "after": doc})
+                    continue
+                changes += [
+                    {"document": f"{kind}/{key}", **change} for change in _differences(old, doc, "")
+                ]
+    return {"outcome": output, "changes": changes}
 
 
 def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempotency_key: str) -> str:

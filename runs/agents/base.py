@@ -17,11 +17,13 @@ MAX_TOOL_NAME = 128
 @dataclass
 class StepSpec:
     """A step an agent wants run: ``tool`` name, ``args`` object and the agent's ``rationale``;
-    transcript steps also carry ``tool_call_id`` and the ``recorded_result`` to replay, and the
-    ``position`` of their call in the conversation. ``executor`` is ``server`` (a registered
-    tool the workers run) or ``client`` (the client app runs it; ``args_schema`` is the JSON
-    Schema it gave for the arguments, possibly empty). ``declared_risk`` is the risk the tool's
-    own server declares (an MCP server's annotations, read by the gateway), empty if none."""
+    transcript steps also carry ``tool_call_id`` and the ``recorded_result`` to replay, the
+    ``position`` of their recorded result (the ``tool`` message) in the conversation and
+    the ``call_position`` of the assistant message that made the call. ``executor`` is
+    ``server`` (a registered tool the workers run) or ``client`` (the client app runs it;
+    ``args_schema`` is the JSON Schema it gave for the arguments, possibly empty).
+    ``declared_risk`` is the risk the tool's own server declares (an MCP server's annotations,
+    read by the gateway), empty if none."""
 
     tool: str
     args: dict[str, Any]
@@ -29,6 +31,7 @@ class StepSpec:
     tool_call_id: str = ""
     recorded_result: Any = None
     position: int | None = None
+    call_position: int | None = None
     executor: str = "server"
     args_schema: dict[str, Any] = field(default_factory=dict)
     declared_risk: str = ""

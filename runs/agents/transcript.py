@@ -107,6 +107,7 @@ def parse_transcript(messages: Any) -> tuple[list[StepSpec], list[dict[str, Any]
                     tool_call_id=call_id,
                     recorded_result=messages[result_at].get("content"),
                     position=result_at,
+                    call_position=i,
                 )
             )
     return specs, conversation
@@ -127,7 +128,10 @@ class TranscriptAgent(Agent):
         return Prepared(
             steps=steps,
             conversation=conversation,
-            input={"positions": [spec.position for spec in steps]},
+            input={
+                "positions": [spec.position for spec in steps],
+                "call_positions": [spec.call_position for spec in steps],
+            },
         )
 
     def checkpoint_state(self, run: Run, *, index: int, tool: str, result: Any) -> dict[str, Any]:

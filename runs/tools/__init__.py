@@ -1,6 +1,8 @@
 """The tool registry: callables a step may name, with their argument schema and risk."""
 
 from runs.tools.registry import (
+    PreviewContext,
+    PreviewFn,
     Tool,
     ToolContext,
     ToolError,
@@ -12,6 +14,8 @@ from runs.tools.registry import (
 )
 
 __all__ = [
+    "PreviewContext",
+    "PreviewFn",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.mail import send_mail
 from simpleeval import InvalidExpression, SimpleEval
 
-from runs.tools.registry import ToolContext, ToolError, register
+from runs.tools.registry import PreviewContext, ToolContext, ToolError, register
 
 # Arithmetic only, on floats: a float operation takes constant time and its overflow is an
 # error, so no expression can keep a worker busy (Python integers grow without bound: a
@@ -120,6 +120,17 @@ def flaky(args: dict[str, Any], ctx: ToolContext) -> str:
     return "ok"
 
 
+def _send_email_preview(args: dict[str, Any], ctx: PreviewContext) -> dict[str, Any]:
+    # What the reviewer cannot take back once approved: who gets which mail.
+    recipients = list(args.get("to") or [])
+    return {
+        "effect": f"sends one email to {len(recipients)} recipient(s); it cannot be recalled",
+        "recipients": {"before": [], "after": recipients},
+        "subject": args.get("subject", ""),
+        "body_characters": len(str(args.get("body", ""))),
+    }
+
+
 @register(
     "send_email",
     description="Send an email through Django's configured email backend.",
@@ -136,6 +147,7 @@ def flaky(args: dict[str, Any], ctx: ToolContext) -> str:
     risk="high",
     side_effects=True,
     max_attempts=1,
+    preview=_send_email_preview,
 )
 def send_email(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     sent = send_mail(

@@ -51,6 +51,22 @@ ToolFn = Callable[[dict[str, Any], ToolContext], Any]
 
 
 @dataclass(frozen=True)
+class PreviewContext:
+    """What a tool's preview is told about the call it describes: the run and step ids and
+    the run's project id."""
+
+    run_id: str
+    step_id: int
+    project_id: int | None = None
+
+
+# A dry run: what a call with these arguments would change, as a before/after description
+# (an object such as ``{"balance": {"before": 120, "after": 20}}``, or text). It only reads:
+# it must never perform the tool's effect.
+PreviewFn = Callable[[dict[str, Any], PreviewContext], dict[str, Any] | str]
+
+
+@dataclass(frozen=True)
 class Tool:
     """A registered tool. ``risk`` is one of low, medium, high, critical; ``timeout_seconds``
     bounds one attempt; ``max_attempts`` counts the first attempt too. ``idempotent``: calling
@@ -66,6 +82,7 @@ class Tool:
     timeout_seconds: int = 60
     max_attempts: int = 3
     idempotent: bool = True
+    preview: PreviewFn | None = None
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -111,10 +128,13 @@ def register(
     timeout_seconds: int = 60,
     max_attempts: int = 3,
     idempotent: bool | None = None,
+    preview: PreviewFn | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
 
     ``idempotent`` defaults to True for tools without side effects and False for the others.
+    ``preview`` (optional, ``PreviewFn``) describes what a call would change without making
+    it; reviewers see it on the call's approval card (``runs.tools.preview.tool_preview``).
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -135,6 +155,7 @@ def register(
             timeout_seconds=timeout_seconds,
             max_attempts=max_attempts,
             idempotent=(not side_effects) if idempotent is None else idempotent,
+            preview=preview,
         )
         return fn
 

@@ -54,13 +54,12 @@ def test_the_round_trip_count_follows_the_trace_not_the_messages():
 def test_reads_queued_together_cost_one_round_trip(run):
     step_ids = list(run.steps.order_by("index").values_list("pk", flat=True))
     connection.ensure_connection()
-    with transaction.atomic(), rows.batch() as batch:
-        with round_trips(connection) as trips:
-            read_run = batch.select_later(Run, "id = %s", [run.pk], lock=True)
-            read_steps = [batch.select_later(Step, "id = %s", [pk]) for pk in step_ids]
-            batch.sync()
-            (loaded_run,) = read_run()
-            loaded = [read() for read in read_steps]
+    with transaction.atomic(), rows.batch() as batch, round_trips(connection) as trips:
+        read_run = batch.select_later(Run, "id = %s", [run.pk], lock=True)
+        read_steps = [batch.select_later(Step, "id = %s", [pk]) for pk in step_ids]
+        batch.sync()
+        (loaded_run,) = read_run()
+        loaded = [read() for read in read_steps]
     assert trips.count == 1
     assert loaded_run.goal == "batch"
     assert [step.pk for (step,) in loaded] == step_ids
@@ -107,11 +106,17 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
     first, second = list(run.steps.order_by("index"))[:2]
     loaded = {s.pk: s for s in rows.select(Step, "run_id = %s", [run.pk])}
     Step.objects.filter(pk=second.pk).update(status=StepStatus.SKIPPED)  # after the read
-    with pytest.raises(ConcurrentTransition), transaction.atomic(), rows.batch():
-        for pk in (first.pk, second.pk):
-            loaded[pk].enqueue()
-            rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+    for pk in (first.pk, second.pk):
+        loaded[pk].enqueue()
+
+    def write_both() -> None:
+        with transaction.atomic(), rows.batch():
+            for pk in (first.pk, second.pk):
+                rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+
+    with pytest.raises(ConcurrentTransition):
+        write_both()
     statuses = dict(Step.objects.filter(run=run).values_list("pk", "status"))
     assert statuses[first.pk] == StepStatus.PENDING
     assert statuses[second.pk] == StepStatus.SKIPPED

@@ -129,11 +129,11 @@ def test_the_inbox_says_who_may_decide_and_disables_the_buttons(
     client.force_login(reviewer)
     page = client.get("/approvals/").content.decode()
     assert "You may not decide this yet: only members of &#x27;finance&#x27;" in page
-    assert 'data-action="approve" disabled' in page
+    assert 'data-action="approve"' not in page
     client.force_login(second_reviewer)
     page = client.get("/approvals/").content.decode()
-    assert "data-group-refusal" not in page
-    assert 'data-action="approve">' in page
+    assert "data-refusal" not in page
+    assert 'data-action="approve"' in page
 
 
 def test_a_member_of_the_approvers_group_still_may_not_decide_their_own_run(

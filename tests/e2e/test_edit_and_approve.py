@@ -39,6 +39,7 @@ def test_a_reviewer_edits_an_argument_in_the_inbox_and_approves(
     page = context.new_page()
     log_in(page, "rita", "/approvals/")
     item = page.locator(f'[data-approval-id="{approval.pk}"]')
+    item.locator("[data-card-summary]").click()
     item.locator("details.edit-args summary").click()
     editor = item.locator("[data-approval-args-editor]")
     assert json.loads(editor.input_value()) == ARGS
@@ -80,6 +81,7 @@ def test_arguments_that_fail_the_schema_get_a_clear_message(
     page = context.new_page()
     log_in(page, "rita", "/approvals/")
     item = page.locator(f'[data-approval-id="{approval.pk}"]')
+    item.locator("[data-card-summary]").click()
     item.locator("details.edit-args summary").click()
     item.locator("[data-approval-args-editor]").fill('{"to": "not a list"}')
     with page.expect_navigation():

@@ -71,6 +71,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     inbox.goto("/approvals/")
     item = inbox.locator(f'[data-approval-id="{approval_id}"]')
     expect(item.locator("[data-approval-tool]")).to_have_text("send_email")
+    item.locator("[data-card-summary]").click()
     expect(item.locator("[data-approval-args]")).to_contain_text("cfo@example.com")
     expect(item.locator("[data-approval-rationale]")).to_contain_text(RATIONALE)
     item.locator("details.context summary").click()

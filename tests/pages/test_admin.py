@@ -77,13 +77,19 @@ def test_approve_selected_action_approves_through_the_service(
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(
             reverse("admin:approvals_approvalrequest_changelist"),
-            {"action": "approve_selected", "_selected_action": [approval.pk]},
+            {
+                "action": "approve_selected",
+                "_selected_action": [approval.pk],
+                "apply": "yes",
+                "comment": "checked the list",
+            },
             follow=True,
         )
     assert "Recorded approve on 1 request(s)." in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.APPROVED
     assert approval.decisions.get().reviewer_name == "ada"
+    assert approval.decisions.get().comment == "checked the list"
     awaiting_run.refresh_from_db()
     assert awaiting_run.status == RunStatus.SUCCEEDED
 
@@ -91,7 +97,12 @@ def test_approve_selected_action_approves_through_the_service(
 def test_reject_selected_reports_requests_that_are_not_pending(admin_client, awaiting_run):
     approval = awaiting_run.approvals.get()
     url = reverse("admin:approvals_approvalrequest_changelist")
-    data = {"action": "reject_selected", "_selected_action": [approval.pk]}
+    data = {
+        "action": "reject_selected",
+        "_selected_action": [approval.pk],
+        "apply": "yes",
+        "comment": "duplicate",
+    }
     admin_client.post(url, data)
     response = admin_client.post(url, data, follow=True)
     assert "not pending" in response.content.decode()

@@ -1,0 +1,36 @@
+"""What every page's navigation shows of approvals (the Jinja2 backend's context processor,
+``settings.TEMPLATES``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from projects.access import Access
+
+# Where the inbox view leaves the count it already made (``approvals.views``).
+PENDING_COUNT_ATTRIBUTE = "_agentops_pending_approvals"
+VIEW_PERMISSION = "approvals.view_approvalrequest"
+
+
+def pending_approvals(request: HttpRequest) -> dict[str, Callable[[], int | None]]:
+    """``pending_approvals()``: the number of pending approval requests the user may see,
+    None for a user who may see none (no badge). Counted once per request (one query), and
+    only when a template asks."""
+
+    def count() -> int | None:
+        found: Any = getattr(request, PENDING_COUNT_ATTRIBUTE, None)
+        if found is not None:
+            return int(found)
+        access = Access(request.user)
+        if not access.anywhere(VIEW_PERMISSION):
+            return None
+        pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+        found = access.scope(pending, VIEW_PERMISSION, "run__project_id").count()
+        setattr(request, PENDING_COUNT_ATTRIBUTE, found)
+        return int(found)
+
+    return {"pending_approvals": count}

@@ -1,0 +1,187 @@
+/*
+ * The approvals inbox for a reviewer working all day: keyboard shortcuts, a reason required
+ * to reject, the place kept after a decision, and the pending count in the tab title and the
+ * navigation badge as the list updates live (live.js swaps the list in).
+ *
+ *   j / k        next / previous request        Enter / Space  open or fold it (native)
+ *   a            approve (asks to confirm)       r              reject: its reason field
+ *   ?            the shortcuts                   Esc            close a dialog (native)
+ *
+ * Shortcuts never fire while the focus is in a field, with a modifier key, or under a dialog.
+ */
+(function () {
+  "use strict";
+
+  var region = document.getElementById("live-region");
+  if (!region) {
+    return;
+  }
+  var help = document.getElementById("shortcuts-dialog");
+  var baseTitle = document.title.replace(/^\(\d+\) /, "");
+
+  function summaries() {
+    return Array.prototype.slice.call(region.querySelectorAll("[data-card-summary]"));
+  }
+
+  function cardOf(element) {
+    return element && element.closest ? element.closest("[data-approval-id]") : null;
+  }
+
+  function currentCard() {
+    return cardOf(document.activeElement);
+  }
+
+  function focusCard(card) {
+    var summary = card && card.querySelector("[data-card-summary]");
+    if (summary) {
+      summary.focus();
+      summary.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function move(step) {
+    var all = summaries();
+    if (!all.length) {
+      return;
+    }
+    var card = currentCard();
+    var at = card ? all.indexOf(card.querySelector("[data-card-summary]")) : -1;
+    var next = at < 0 ? (step > 0 ? 0 : all.length - 1) : at + step;
+    next = Math.max(0, Math.min(all.length - 1, next));
+    focusCard(cardOf(all[next]));
+  }
+
+  function open(card) {
+    var details = card.querySelector("[data-card]");
+    if (details) {
+      details.open = true;
+    }
+  }
+
+  function typing(target) {
+    if (!target || !target.tagName) {
+      return false;
+    }
+    var tag = target.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
+  }
+
+  function commentMissing(form) {
+    var comment = form.querySelector("[data-comment]");
+    var error = form.querySelector("[data-comment-error]");
+    var missing = comment && !comment.value.trim();
+    if (error) {
+      error.hidden = !missing;
+    }
+    if (comment) {
+      comment.setAttribute("aria-invalid", missing ? "true" : "false");
+    }
+    if (missing) {
+      open(cardOf(form));
+      comment.focus();
+    }
+    return missing;
+  }
+
+  // A rejection needs a reason: refused here before the confirmation (and by the server).
+  region.addEventListener("confirm:before", function (event) {
+    var button = event.target;
+    if (button.value === "reject" && button.form && commentMissing(button.form)) {
+      event.preventDefault();
+    }
+  });
+  region.addEventListener("submit", function (event) {
+    var submitter = event.submitter;
+    if (submitter && submitter.value === "reject" && commentMissing(event.target)) {
+      event.preventDefault();
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) {
+      return;
+    }
+    if (typing(event.target) || document.querySelector("dialog[open]")) {
+      return;
+    }
+    var card = currentCard();
+    switch (event.key) {
+      case "j":
+        move(1);
+        break;
+      case "k":
+        move(-1);
+        break;
+      case "?":
+        if (help) {
+          help.showModal();
+        }
+        break;
+      case "a": {
+        var approve = card && card.querySelector("[data-action=approve]");
+        if (!approve) {
+          return;
+        }
+        var tool = card.querySelector("[data-approval-tool]").textContent;
+        window.agentopsConfirm(approve, "Approve " + tool + "? The call runs once approved.", "Approve");
+        break;
+      }
+      case "r": {
+        var comment = card && card.querySelector("[data-comment]");
+        if (!comment) {
+          return;
+        }
+        open(card);
+        comment.focus();
+        break;
+      }
+      default:
+        return;
+    }
+    event.preventDefault();
+  });
+
+  function showCount() {
+    var status = region.querySelector("[data-pending-total]");
+    if (!status) {
+      return;
+    }
+    var total = parseInt(status.dataset.pendingTotal, 10) || 0;
+    document.title = (total ? "(" + total + ") " : "") + baseTitle;
+    var badge = document.querySelector("[data-pending-badge]");
+    if (badge) {
+      badge.textContent = String(total);
+      badge.setAttribute("aria-label", total + " pending");
+      badge.classList.toggle("nav-badge-zero", total === 0);
+    }
+  }
+
+  region.addEventListener("live:updated", showCount);
+
+  // Back from a decision: focus the card named in the address (the next one), or the first.
+  // After "load": the browser's own move to the address's fragment would undo it before.
+  function focusWanted() {
+    var wanted = /^#approval-(\d+)$/.exec(window.location.hash);
+    if (!wanted) {
+      return;
+    }
+    var target = document.getElementById("approval-" + wanted[1]);
+    if (!target) {
+      focusCard(cardOf(summaries()[0]));
+      return;
+    }
+    focusCard(target);
+    if (document.querySelector("[data-messages] .message-error")) {
+      // The decision was refused: the card is opened again where the reviewer left it.
+      open(target);
+    }
+  }
+
+  if (document.readyState === "complete") {
+    setTimeout(focusWanted, 0);
+  } else {
+    window.addEventListener("load", function () {
+      setTimeout(focusWanted, 0);
+    });
+  }
+})();
