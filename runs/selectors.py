@@ -7,6 +7,7 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
@@ -81,3 +82,12 @@ def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]
         .annotate(total=Count("id"), done=Count("id", filter=Q(status=StepStatus.SUCCEEDED)))
     )
     return {row["run_id"]: (row["total"], row["done"]) for row in rows}
+
+
+def run_wall_time_ms(run: Run, *, now: datetime) -> int | None:
+    """How long ``run`` has run, in ms: from ``started_at`` to ``finished_at``, or to ``now``
+    while it is not finished; None when it never started (queued, or cancelled before)."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or now
+    return max(0, int((end - run.started_at).total_seconds() * 1000))
