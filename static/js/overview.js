@@ -34,7 +34,7 @@
             data: [],
             borderColor: COLORS[i],
             backgroundColor: COLORS[i],
-            pointRadius: 0,
+            pointRadius: 2,
             borderWidth: 2,
             spanGaps: false,
           };
