@@ -48,14 +48,15 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
-    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded), the
+    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, wall
+    time in ms), the
     filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
     then no runs are listed, rather than runs the user would take for filtered ones)."""
     access = Access(request.user)
     given = {
         name: value
-        for name, value in request.GET.items()
-        if name in RunFilter.base_filters and value.strip()
+        for name in RunFilter.base_filters
+        if (value := request.GET.get(name, "").strip())
     }
     filterset = RunFilter(given, queryset=selectors.run_list(), request=request)
     context: dict[str, Any] = {
