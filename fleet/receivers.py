@@ -5,7 +5,8 @@ Connected in every process by ``FleetConfig.ready``; they act only in workers:
 - ``before_task_publish`` adds a ``sent_at`` header (Unix time, seconds) to every message, so
   the age of the oldest message waiting in a queue can be read from the broker
   (``fleet.broker``): Celery's messages carry no send time of their own.
-- ``task_prerun`` notes when a task starts, in this process's memory (no database);
+- ``task_prerun`` notes when a task starts, in this process's memory (no database;
+  ``task_postrun`` forgets it);
 - ``task_success``, ``task_failure`` and ``task_retry`` write one row each, with a single
   ``INSERT`` that also looks up the run the task concerned (its argument, a run or step id, by
   ``TASK_SUBJECTS``). A task that executes many steps still costs one row.
@@ -29,6 +30,7 @@ from typing import Any
 from celery.signals import (
     before_task_publish,
     task_failure,
+    task_postrun,
     task_prerun,
     task_retry,
     task_success,
@@ -192,6 +194,14 @@ def note_start(task_id: str | None = None, task: Any = None, **kwargs: Any) -> N
     """Remember when the task ``task_id`` started (memory only)."""
     if task_id and task is not None and not _eager(task.request):
         _started[task_id] = (timezone.now(), time.monotonic())
+
+
+@task_postrun.connect
+def forget_start(task_id: str | None = None, **kwargs: Any) -> None:
+    """Drop the start of a task that ended without a recorded outcome (Celery's ``Ignore``,
+    a rejected message), so the memory of starts does not grow."""
+    if task_id:
+        _started.pop(task_id, None)
 
 
 @task_success.connect

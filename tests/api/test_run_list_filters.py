@@ -113,6 +113,9 @@ def test_hostile_text_is_matched_as_text(viewer_api, fleet):
     assert listed(viewer_api, tool="calculate' OR '1'='1") == []
     assert listed(viewer_api, goal="%") == []
     assert listed(viewer_api, goal="_") == []
+    # Moments at the ends of the calendar are compared, not a 500.
+    assert listed(viewer_api, created_from="9999-12-31T23:59:59-23:00") == []
+    assert len(listed(viewer_api, created_from="0001-01-01T00:00:00+14:00")) == 4
 
 
 def test_filtered_cursor_pages_keep_the_filter(viewer_api, fleet):

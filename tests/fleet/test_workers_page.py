@@ -13,6 +13,7 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 from kombu import Queue
 
+from agentops import celery_app
 from agentops.actors import Actor
 from fleet import broker
 from projects.models import Project
@@ -83,3 +84,14 @@ def test_an_unreachable_broker_is_said_on_the_page(client, operator, settings, m
     html = response.content.decode()
     assert "The broker&#x27;s queues could not be read" in html
     assert "The workers could not be asked: connection refused" in html
+
+
+def test_a_sent_message_carries_its_send_time(queue, settings):
+    name, _ = queue
+    before = time.time()
+    celery_app.conf.task_always_eager = False  # (set back after each test)
+    # Nobody consumes this queue: the message waits there.
+    celery_app.send_task("tests.fleet.never_run", args=[1], queue=name)
+    (state,) = broker.queue_states()
+    assert (state.name, state.messages) == (name, 1)
+    assert 0 <= state.oldest_age_seconds <= time.time() - before + 0.01
