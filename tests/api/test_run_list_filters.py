@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.api.conftest import RUNS_URL, token_client
-from testsupport.fleet import make_fleet
+from testsupport.fleet import CALCULATE, at, create_run_at, make_fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +124,18 @@ def test_filtered_cursor_pages_keep_the_filter(viewer_api, fleet):
     assert "requester=olivia" in first["next"]
     second = viewer_api.get(first["next"]).json()
     assert [run["id"] for run in second["results"]] == ids(fleet.mail)
+
+
+def test_filtered_list_queries_do_not_grow_with_the_page(
+    viewer_api, fleet, operator, django_assert_max_num_queries
+):
+    params = {"goal": "run", "tool": "calculate", "requester": "olivia", "agent": "plan"}
+    make = [CALCULATE, CALCULATE]
+    create_run_at(operator, "run 0", make, at(1))
+    with django_assert_max_num_queries(10) as small:
+        assert len(viewer_api.get(RUNS_URL, params).json()["results"]) == 1
+    baseline = len(small)
+    for day in range(2, 22):
+        create_run_at(operator, f"run {day}", make, at(day))
+    with django_assert_max_num_queries(baseline):
+        assert len(viewer_api.get(RUNS_URL, params).json()["results"]) == 21

@@ -44,7 +44,7 @@ def recorded(task_id: str, state: str) -> TaskRecord:
     )
 
 
-def test_a_run_s_tasks_are_recorded_with_their_run_and_project(fleet_worker, operator):
+def test_a_run_s_tasks_are_recorded_with_their_run_and_project(fleet_worker, operator, client):
     run = run_create(actor=Actor.for_user(operator), agent="plan", goal="g", steps=[CALCULATE])
     record = wait_until(
         lambda: TaskRecord.objects.filter(name="runs.advance_run", run_id=run.pk).first(),
@@ -59,6 +59,11 @@ def test_a_run_s_tasks_are_recorded_with_their_run_and_project(fleet_worker, ope
     assert record.queue == "celery"
     assert record.started_at <= record.finished_at
     assert record.exception == ""
+    # The workers page asks the workers (celery inspect) and lists this one with the record.
+    client.force_login(operator)
+    html = client.get(reverse("fleet-workers")).content.decode()
+    assert f'data-worker="{record.worker}"' in html
+    assert f'data-task-record="{record.pk}"' in html
 
 
 def test_a_failed_task_is_recorded_and_a_resent_copy_runs_again(fleet_worker, client):
