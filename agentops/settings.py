@@ -373,6 +373,11 @@ AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, m
 AGENTOPS_METRICS_TOKEN = env_str("AGENTOPS_METRICS_TOKEN", "")
 AGENTOPS_INSPECT_TIMEOUT_SECONDS = float(env_str("AGENTOPS_INSPECT_TIMEOUT_SECONDS", "1.0"))
 AGENTOPS_TASK_HISTORY_DAYS = env_int("AGENTOPS_TASK_HISTORY_DAYS", 7, minimum=1)
+# Which task outcomes the workers record: all, failures (failures and retries: one INSERT only
+# when something went wrong), or off.
+AGENTOPS_TASK_HISTORY = env_str("AGENTOPS_TASK_HISTORY", "all")
+if AGENTOPS_TASK_HISTORY not in ("all", "failures", "off"):
+    raise ImproperlyConfigured("AGENTOPS_TASK_HISTORY must be all, failures or off")
 
 LOGGING = {
     "version": 1,

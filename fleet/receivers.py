@@ -11,6 +11,9 @@ Connected in every process by ``FleetConfig.ready``; they act only in workers:
   ``INSERT`` that also looks up the run the task concerned (its argument, a run or step id, by
   ``TASK_SUBJECTS``). A task that executes many steps still costs one row.
 
+``AGENTOPS_TASK_HISTORY`` chooses what is recorded: ``all`` (default), ``failures`` (failures
+and retries only: no write for a task that succeeded) or ``off``.
+
 Recording never breaks a task: a failed write (the database is down, a connection was
 terminated) is logged and dropped; the task's own outcome stands. Eager tasks, run inline by
 the caller inside its request or test, are not recorded: they are not a worker's work, and
@@ -35,6 +38,7 @@ from celery.signals import (
     task_retry,
     task_success,
 )
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -135,8 +139,12 @@ def record_task(
 ) -> None:
     """Write the history row of the task execution ``task_id`` that ended in ``state`` (a
     ``TaskState``), with the arguments it was sent with; ``request`` is its Celery request
-    (worker, queue, retries) when known. Never raises: a failure is logged."""
+    (worker, queue, retries) when known; nothing when ``AGENTOPS_TASK_HISTORY`` leaves that
+    outcome out. Never raises: a failure is logged."""
     began = _started.pop(task_id, None)
+    wanted = settings.AGENTOPS_TASK_HISTORY
+    if wanted == "off" or (wanted == "failures" and state == TaskState.SUCCESS):
+        return
     finished_at = timezone.now()
     started_at, runtime_ms = finished_at, 0
     if began is not None:

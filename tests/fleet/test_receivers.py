@@ -115,3 +115,14 @@ def test_the_run_of_an_advance_task_is_found(operator):
     )
     row = TaskRecord.objects.get(task_id=task_id)
     assert (row.run_id, row.project_id, row.state) == (run.pk, run.project_id, TaskState.RETRY)
+
+
+@pytest.mark.parametrize(
+    ("setting", "recorded"),
+    [("all", {"success", "failure", "retry"}), ("failures", {"failure", "retry"}), ("off", set())],
+)
+def test_the_setting_chooses_which_outcomes_are_recorded(settings, setting, recorded):
+    settings.AGENTOPS_TASK_HISTORY = setting
+    for state in ("success", "failure", "retry"):
+        record_task(task_id=f"t-{state}", name="runs.sweep", state=state, args=[], kwargs={})
+    assert set(TaskRecord.objects.values_list("state", flat=True)) == recorded
