@@ -36,14 +36,35 @@ class RunFilter(StrictFilterSet):
     API; the page drops empty fields before filtering).
     """
 
-    status = filters.ChoiceFilter(choices=run_status_choices(), method="filter_status")
-    agent = filters.ChoiceFilter(choices=AgentKind.choices)
-    project = filters.CharFilter(field_name="project__slug", max_length=50)
-    goal = filters.CharFilter(field_name="goal", lookup_expr="icontains", max_length=MAX_GOAL_TEXT)
-    tool = filters.CharFilter(method="filter_tool", max_length=MAX_TOOL_NAME)
-    requester = filters.CharFilter(field_name="requested_by__username", max_length=MAX_USERNAME)
-    created_from = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_to = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    status = filters.ChoiceFilter(
+        choices=run_status_choices(), method="filter_status", label="Status as shown"
+    )
+    agent = filters.ChoiceFilter(choices=AgentKind.choices, label="Agent kind")
+    project = filters.CharFilter(field_name="project__slug", max_length=50, label="Project slug")
+    goal = filters.CharFilter(
+        field_name="goal",
+        lookup_expr="icontains",
+        max_length=MAX_GOAL_TEXT,
+        label="Text the goal contains (case-insensitive)",
+    )
+    tool = filters.CharFilter(
+        method="filter_tool", max_length=MAX_TOOL_NAME, label="A tool one of its steps calls"
+    )
+    requester = filters.CharFilter(
+        field_name="requested_by__username",
+        max_length=MAX_USERNAME,
+        label="User name of who requested the run",
+    )
+    created_from = filters.IsoDateTimeFilter(
+        field_name="created_at",
+        lookup_expr="gte",
+        label="Created at or after (ISO 8601; UTC without a time zone)",
+    )
+    created_to = filters.IsoDateTimeFilter(
+        field_name="created_at",
+        lookup_expr="lt",
+        label="Created before (ISO 8601; UTC without a time zone)",
+    )
 
     class Meta:
         model = Run
