@@ -145,6 +145,23 @@ def record_task(
     wanted = settings.AGENTOPS_TASK_HISTORY
     if wanted == "off" or (wanted == "failures" and state == TaskState.SUCCESS):
         return
+    try:
+        _insert(task_id, name, state, args, kwargs, request, exception, traceback, began)
+    except Exception:
+        logger.exception("could not record the outcome of task %s (%s)", task_id, name)
+
+
+def _insert(
+    task_id: str,
+    name: str,
+    state: str,
+    args: Any,
+    kwargs: Any,
+    request: Any,
+    exception: BaseException | str | None,
+    traceback: str,
+    began: tuple[datetime, float] | None,
+) -> None:
     finished_at = timezone.now()
     started_at, runtime_ms = finished_at, 0
     if began is not None:
@@ -174,11 +191,8 @@ def record_task(
     ]
     kind, subject_id = _subject(name, args)
     params = values + ([subject_id] if kind else [])
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(_insert_sql(kind), params)
-    except Exception:
-        logger.exception("could not record the outcome of task %s (%s)", task_id, name)
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(kind), params)
 
 
 def _text(value: str) -> str:

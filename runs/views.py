@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC
 from typing import Any
 from urllib.parse import urlencode
 
@@ -60,7 +61,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     }
     filterset = RunFilter(given, queryset=selectors.run_list(), request=request)
     context: dict[str, Any] = {
-        "filters": given,
+        "filters": dict(given),
         "statuses": run_status_choices(),
         "agents": AgentKind.choices,
         "problems": [],
@@ -69,6 +70,11 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     if not filterset.is_valid():
         context.update(problems=filter_problems(filterset), page=None, rows=[])
         return context
+    # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC here).
+    for name in ("created_from", "created_to"):
+        moment = filterset.form.cleaned_data.get(name)
+        if moment is not None:
+            context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     runs = access.scope(filterset.qs, "runs.view_run")
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the

@@ -89,6 +89,16 @@ def test_a_failed_write_is_logged_and_does_not_raise(monkeypatch, caplog):
     assert "could not record the outcome of task t-1" in caplog.text
 
 
+def test_arguments_that_cannot_be_shown_do_not_raise(caplog):
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    with caplog.at_level(logging.ERROR, logger="fleet.receivers"):
+        record_task(task_id="t-2", name="t", state="failure", args=[Hostile()], kwargs={})
+    assert "could not record the outcome of task t-2" in caplog.text
+
+
 def test_eager_tasks_are_not_recorded(operator, django_capture_on_commit_callbacks):
     # Every task of this run runs eagerly, inside the test's transaction.
     run = plan_run(operator, [CALCULATE, CALCULATE], capture=django_capture_on_commit_callbacks)

@@ -49,6 +49,16 @@ def test_the_filters_narrow_the_list_and_combine(client, fleet):
     assert listed(client, **blank) == listed(client)
 
 
+def test_the_form_shows_the_filters_given(client, fleet):
+    client.force_login(fleet.viewer)
+    params = {"goal": "mail", "created_from": "2026-01-11T01:00:00+01:00", "agent": "plan"}
+    html = client.get(reverse("run-list"), params).content.decode()
+    assert 'name="goal" value="mail"' in html
+    # In UTC, as the datetime-local field can show it.
+    assert 'name="created_from" value="2026-01-11T00:00:00"' in html
+    assert '<option value="plan" selected>' in html
+
+
 def test_the_fragment_applies_the_same_filters(client, fleet):
     client.force_login(fleet.viewer)
     assert listed(client, "run-list-fragment", tool="send_email") == ids(fleet.gamma, fleet.mail)
