@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "audit",
     "runs",
     "approvals",
+    "fleet",
 ]
 
 # WhiteNoise comes last, not second as its documentation suggests: it is sync-only, and under
@@ -264,6 +265,7 @@ CELERY_TASK_ROUTES = {
     "runs.retention_purge_execute": {"queue": MAINTENANCE_QUEUE},
     "gateway.end_idle_sessions": {"queue": MAINTENANCE_QUEUE},
     "approvals.notify_due": {"queue": MAINTENANCE_QUEUE},
+    "fleet.purge_task_history": {"queue": MAINTENANCE_QUEUE},
 }
 
 if REDIS_URL:
@@ -394,6 +396,17 @@ AGENTOPS_MCP_POLL_SECONDS = float(env_str("AGENTOPS_MCP_POLL_SECONDS", "0.2"))
 # call is still open (the mcp SDK closes a session idle for 30 minutes).
 AGENTOPS_MCP_SESSION_IDLE_SECONDS = env_int("AGENTOPS_MCP_SESSION_IDLE_SECONDS", 1800, minimum=60)
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
+# The control room (``fleet``): the bearer token Prometheus sends to /metrics (empty: staff
+# sessions only), how long the workers page waits for workers to answer each inspect call
+# (seconds), and how long the task history keeps a task's outcome (days).
+AGENTOPS_METRICS_TOKEN = env_str("AGENTOPS_METRICS_TOKEN", "")
+AGENTOPS_INSPECT_TIMEOUT_SECONDS = float(env_str("AGENTOPS_INSPECT_TIMEOUT_SECONDS", "1.0"))
+AGENTOPS_TASK_HISTORY_DAYS = env_int("AGENTOPS_TASK_HISTORY_DAYS", 7, minimum=1)
+# Which task outcomes the workers record: all, failures (failures and retries: one INSERT only
+# when something went wrong), or off.
+AGENTOPS_TASK_HISTORY = env_str("AGENTOPS_TASK_HISTORY", "all")
+if AGENTOPS_TASK_HISTORY not in ("all", "failures", "off"):
+    raise ImproperlyConfigured("AGENTOPS_TASK_HISTORY must be all, failures or off")
 
 LOGGING = {
     "version": 1,
@@ -413,4 +426,5 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.notify_due",
         "schedule": float(AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS),
     },
+    "task-history-retention": {"task": "fleet.purge_task_history", "schedule": 3600.0},
 }

@@ -9,21 +9,21 @@ from __future__ import annotations
 import uuid
 
 from django.db.models import QuerySet
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ErrorSerializer, NewestFirstPagination, StrictFilterSet, actor_for
+from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from audit.selectors import event_list
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
 from runs.control import conversation, create, fork, lifecycle, settle
 from runs.executor import client
+from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import AgentKind, Run
+from runs.models import Run
 from runs.serializers import (
     AppendStepSerializer,
     CancelRunSerializer,
@@ -41,7 +41,6 @@ from runs.serializers import (
     StepSerializer,
     ToolSerializer,
 )
-from runs.statuses import run_status_choices, run_status_filter
 from runs.tools import all_tools
 
 _BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
@@ -49,24 +48,6 @@ _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id."
 _CONFLICT = OpenApiResponse(
     ErrorSerializer, description="The run's current status forbids this now."
 )
-
-
-class RunFilter(StrictFilterSet):
-    """``?status=``, ``?agent=`` and ``?project=`` (a slug); an unknown status or agent is a
-    400 naming the allowed ones, a project the user cannot see lists nothing."""
-
-    status = filters.ChoiceFilter(choices=run_status_choices(), method="filter_status")
-    agent = filters.ChoiceFilter(choices=AgentKind.choices)
-    project = filters.CharFilter(field_name="project__slug", max_length=50)
-
-    class Meta:
-        model = Run
-        fields = ["status", "agent", "project"]
-
-    def filter_status(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
-        """Runs whose status as shown is ``value`` (``awaiting_approval``: waiting for a
-        reviewer)."""
-        return queryset.filter(**run_status_filter(value))
 
 
 @extend_schema(tags=["runs"])
@@ -125,7 +106,8 @@ class RunViewSet(viewsets.GenericViewSet):
         return Response(RunSerializer(selectors.run_get(run_id=run_id)).data, status=code)
 
     def list(self, request: Request) -> Response:
-        """Runs newest first, filtered by ``?status=`` and ``?agent=``; ``?cursor=`` pages."""
+        """Runs newest first, filtered (``runs.filters.RunFilter``: status, agent, project,
+        goal, tool, requester, created_from, created_to); ``?cursor=`` pages."""
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset())) or []
         summaries = selectors.step_summaries(run_ids=[run.pk for run in page])
         data = RunListSerializer(page, many=True, context={"step_summaries": summaries}).data

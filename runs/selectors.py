@@ -7,6 +7,7 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
@@ -115,3 +116,12 @@ def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:
                 if step.tool_call_id in ids:
                     return conversation[: i + 1]
     return conversation
+
+
+def run_wall_time_ms(run: Run, *, now: datetime) -> int | None:
+    """How long ``run`` has run, in ms: from ``started_at`` to ``finished_at``, or to ``now``
+    while it is not finished; None when it never started (queued, or cancelled before)."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or now
+    return max(0, int((end - run.started_at).total_seconds() * 1000))

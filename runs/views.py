@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -17,6 +19,7 @@ from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
@@ -27,7 +30,8 @@ from projects.access import Access
 from projects.views import object_permission
 from runs import selectors
 from runs.control import fork, lifecycle, settle
-from runs.models import Run, Step
+from runs.filters import RunFilter, filter_problems
+from runs.models import AgentKind, Run, Step
 from runs.state_diff import step_states
 from runs.statuses import StepStatus, run_status_choices
 
@@ -46,34 +50,67 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
-    statuses = run_status_choices()
-    status = request.GET.get("status", "")
-    if status not in dict(statuses):
-        status = ""
-    runs = Access(request.user).scope(selectors.run_list(status=status or None), "runs.view_run")
+    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, wall
+    time in ms), the
+    filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
+    then no runs are listed, rather than runs the user would take for filtered ones)."""
+    access = Access(request.user)
+    given = {
+        name: value
+        for name in RunFilter.base_filters
+        if (value := request.GET.get(name, "").strip())
+    }
+    filterset = RunFilter(given, queryset=selectors.run_list(), request=request)
+    context: dict[str, Any] = {
+        "filters": dict(given),
+        "statuses": run_status_choices(),
+        "agents": AgentKind.choices,
+        "problems": [],
+        "query": urlencode(given),
+    }
+    if not filterset.is_valid():
+        context.update(problems=filter_problems(filterset), page=None, rows=[])
+        return context
+    # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC here).
+    for name in ("created_from", "created_to"):
+        moment = filterset.form.cleaned_data.get(name)
+        if moment is not None:
+            context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    runs = access.scope(filterset.qs, "runs.view_run")
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
     counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
-    rows = [(run, *counts.get(run.pk, (0, 0))) for run in page.object_list]
-    return {"page": page, "rows": rows, "status": status, "statuses": statuses}
+    now = timezone.now()
+    rows = [
+        (run, *counts.get(run.pk, (0, 0)), selectors.run_wall_time_ms(run, now=now))
+        for run in page.object_list
+    ]
+    context.update(page=page, rows=rows)
+    return context
+
+
+def _render_run_list(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    return render(request, template, context, status=400 if context["problems"] else 200)
 
 
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
 def run_list(request: HttpRequest) -> HttpResponse:
-    """The runs of the user's projects, newest first; ``?status=`` filters, ``?page=`` pages
-    (50 a page)."""
+    """The runs of the user's projects, newest first, filtered by the GET parameters of
+    ``runs.filters.RunFilter`` (empty ones ignored), ``?page=`` pages (50 a page). Bad filter
+    values answer 400 with the page saying what is wrong, and no runs."""
     after = last_event_id()
     context = _run_list_context(request)
     context.update(
         nav="runs",
+        projects=Access(request.user).projects("runs.view_run"),
         last_event_id=after,
         ws_path="/ws/runs/",
         fragment_url=reverse("run-list-fragment"),
     )
-    return render(request, "runs/run_list.html", context)
+    return _render_run_list(request, "runs/run_list.html", context)
 
 
 @require_GET
@@ -81,7 +118,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @permission_required("runs.view_run", raise_exception=True)
 def run_list_fragment(request: HttpRequest) -> HttpResponse:
     """The runs table alone (same query parameters as ``run_list``), for live refreshes."""
-    return render(request, "runs/_run_table.html", _run_list_context(request))
+    return _render_run_list(request, "runs/_run_table.html", _run_list_context(request))
 
 
 def _run_project(run_id: uuid.UUID) -> int | None:

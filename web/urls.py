@@ -18,4 +18,5 @@ urlpatterns = [
     path("api/v1/", include("approvals.api_urls")),
     path("", include("runs.urls")),
     path("", include("approvals.urls")),
+    path("", include("fleet.urls")),
 ]

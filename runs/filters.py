@@ -1,0 +1,109 @@
+"""The filters of the runs list, shared by the page (``runs.views``) and the API (``runs.api``).
+
+Every filter is a GET parameter; they combine (AND). ``RunFilter.form.errors`` says what is
+wrong with a bad value: the API answers 400 with it, the page shows it instead of the list.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, QuerySet
+from django_filters import rest_framework as filters
+
+from agentops.api import StrictFilterSet
+from runs.models import AgentKind, Run, Step
+from runs.statuses import run_status_choices, run_status_filter
+
+# Longest value of a text filter: a goal fragment, a tool name (Step.tool), a user name.
+MAX_GOAL_TEXT = 200
+MAX_TOOL_NAME = 128
+MAX_USERNAME = 150
+
+
+class RunFilter(StrictFilterSet):
+    """Filters of the runs list.
+
+    - ``status``: the status as shown (``runs.statuses``, e.g. ``awaiting_approval``);
+    - ``agent``: an ``AgentKind`` value (``plan``, ``client``, ...);
+    - ``project``: a project slug (a project the user cannot see lists nothing);
+    - ``goal``: text the goal contains (case-insensitive);
+    - ``tool``: runs with at least one step calling this tool (exact name);
+    - ``requester``: the user name of who requested the run (exact);
+    - ``created_from`` / ``created_to``: ISO 8601 date-times (a value without a time zone is
+      UTC); runs created at or after / before that moment.
+
+    An unknown status or agent, a malformed date-time, a text longer than its field allows or
+    holding a NUL character is an error naming the filter; so is a filter given empty (the
+    API; the page drops empty fields before filtering).
+    """
+
+    status = filters.ChoiceFilter(
+        choices=run_status_choices(), method="filter_status", label="Status as shown"
+    )
+    agent = filters.ChoiceFilter(choices=AgentKind.choices, label="Agent kind")
+    project = filters.CharFilter(field_name="project__slug", max_length=50, label="Project slug")
+    goal = filters.CharFilter(
+        field_name="goal",
+        lookup_expr="icontains",
+        max_length=MAX_GOAL_TEXT,
+        label="Text the goal contains (case-insensitive)",
+    )
+    tool = filters.CharFilter(
+        method="filter_tool", max_length=MAX_TOOL_NAME, label="A tool one of its steps calls"
+    )
+    requester = filters.CharFilter(
+        field_name="requested_by__username",
+        max_length=MAX_USERNAME,
+        label="User name of who requested the run",
+    )
+    created_from = filters.IsoDateTimeFilter(
+        field_name="created_at",
+        lookup_expr="gte",
+        label="Created at or after (ISO 8601; UTC without a time zone)",
+    )
+    created_to = filters.IsoDateTimeFilter(
+        field_name="created_at",
+        lookup_expr="lt",
+        label="Created before (ISO 8601; UTC without a time zone)",
+    )
+
+    class Meta:
+        model = Run
+        fields = [
+            "status",
+            "agent",
+            "project",
+            "goal",
+            "tool",
+            "requester",
+            "created_from",
+            "created_to",
+        ]
+
+    def filter_status(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """Runs whose status as shown is ``value`` (``awaiting_approval``: waiting for a
+        reviewer)."""
+        return queryset.filter(**run_status_filter(value))
+
+    def filter_tool(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """Runs with a step calling the tool ``value``: a semi-join (``EXISTS``), so a run
+        with several such steps is listed once and the page's count stays one query."""
+        return queryset.filter(Exists(Step.objects.filter(run_id=OuterRef("pk"), tool=value)))
+
+    def is_valid(self) -> bool:
+        """Whether every filter has a valid value, and ``created_from`` is before
+        ``created_to`` when both are given (errors in ``errors``)."""
+        valid = super().is_valid()
+        if valid:
+            start = self.form.cleaned_data.get("created_from")
+            end = self.form.cleaned_data.get("created_to")
+            if start and end and start >= end:
+                self.form.add_error("created_to", "must be later than created_from")
+                valid = False
+        return valid
+
+
+def filter_problems(filterset: RunFilter) -> list[str]:
+    """The errors of an invalid ``filterset`` as ``"<filter>: <message>"`` lines."""
+    return [
+        f"{name}: {message}" for name, messages in filterset.errors.items() for message in messages
+    ]
