@@ -376,6 +376,34 @@ def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
     return objs
 
 
+@cache
+def _upsert_sql(
+    model: type[Model], key: str, fields: tuple[str, ...]
+) -> tuple[str, list[Field[Any, Any]]]:
+    db = _db()
+    sql, columns = _insert_sql(model, 1, False, False)
+    table = _table(model)
+    column = db.ops.quote_name(str(table.fields[key].column))
+    sets = ", ".join(
+        f"{db.ops.quote_name(str(table.fields[name].column))} = EXCLUDED."
+        f"{db.ops.quote_name(str(table.fields[name].column))}"
+        for name in fields
+    )
+    return f"{sql} ON CONFLICT ({column}) DO UPDATE SET {sets}", columns
+
+
+def upsert(obj: Model, *, key: str, fields: Sequence[str]) -> None:
+    """``INSERT`` a new instance, or, when a row with the same value of its unique field
+    ``key`` exists, set that row's ``fields`` to the instance's values (``ON CONFLICT ... DO
+    UPDATE``; PostgreSQL and SQLite). The key the database gives is not read back; inside a
+    batch the statement is held and sent with the batch's other writes."""
+    db = _db()
+    model = type(obj)
+    sql, columns = _upsert_sql(model, key, tuple(fields))
+    params = [f.get_db_prep_save(f.pre_save(obj, add=True), db) for f in columns]
+    execute(sql, params, table=model._meta.db_table, row=getattr(obj, key))
+
+
 def execute(
     sql: str,
     params: Sequence[Any],

@@ -29,15 +29,18 @@ from django.utils import timezone
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.services import audited_atomic
+from audit.models import run_chain
+from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
 from runs.executor.record import fail_or_retry
 from runs.models import Checkpoint, Executor, Run, Step, StepAttempt, ToolCall
-from runs.statuses import AttemptStatus, CallStatus, RunStatus, StepStatus
-from runs.transitions import lock_run, lock_step, record_transition, save_run, save_step
+from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, CallStatus, RunStatus, StepStatus
+from runs.transitions import record_transition, save_run, save_step
 
 REPORT_KEYS = {"result", "error", "outcome"}
+# Audit events of a report's transaction: the step running, then succeeded (reserved ids).
+_REPORT_EVENTS = 2
 ERROR_KEYS = {"type", "message", "retryable"}
 MAX_REPORT_BYTES = 1_000_000
 
@@ -89,6 +92,7 @@ def parse_report(raw: Any) -> Report:
 
 
 def _settle_ledger(run: Run, step: Step, report: Report, now: Any) -> None:
+    """The ledger row of the step's key: opened by its first report, settled by each."""
     status = {
         "result": CallStatus.SUCCEEDED,
         "error": CallStatus.FAILED,
@@ -101,20 +105,15 @@ def _settle_ledger(run: Run, step: Step, report: Report, now: Any) -> None:
         "report": report.raw,
         "finished_at": None if report.kind == "unknown" else now,
     }
-    updated = rows.update_where(ToolCall, fields, {"idempotency_key": step.idempotency_key})
-    if not updated:
-        rows.insert(
-            [
-                ToolCall(
-                    idempotency_key=step.idempotency_key,
-                    run=run,
-                    step=step,
-                    tool=step.tool,
-                    started_at=step.started_at or now,
-                    **fields,
-                )
-            ]
-        )
+    call = ToolCall(
+        idempotency_key=step.idempotency_key,
+        run=run,
+        step=step,
+        tool=step.tool,
+        started_at=step.started_at or now,
+        **fields,
+    )
+    rows.upsert(call, key="idempotency_key", fields=list(fields))
 
 
 def _repeat_of_settled(step: Step, report: Report) -> bool:
@@ -150,11 +149,8 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             cancelled) or was settled by a different report; the run is not running.
     """
     checked = parse_report(report)
-    with audited_atomic():
-        run = lock_run(run_id)
-        if not Step.objects.filter(pk=step_id, run_id=run.pk).exists():
-            raise Step.DoesNotExist(f"run {run_id} has no step {step_id}")
-        step = lock_step(step_id)
+    with audited_atomic(pipelined=True):
+        run, step, upcoming = _lock_for_report(run_id, step_id)
         if step.executor != Executor.CLIENT:
             raise InvalidInput("this step's tool is run by agentops, not by its client")
         if _repeat_of_settled(step, checked):
@@ -163,7 +159,6 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             raise Conflict(f"run is {run.status_info.value}: no result can be recorded")
         now = timezone.now()
         step.report_start(owner=actor.id, now=now)
-        save_step(step, status_was=StepStatus.READY)
         record_transition(actor, step, StepStatus.READY, attempt=step.attempts)
         handed_over = step.started_at or now
         duration_ms = int((now - handed_over).total_seconds() * 1000)
@@ -181,13 +176,18 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
                     duration_ms=duration_ms,
                     error=checked.value if checked.kind == "error" else None,
                 )
-            ]
+            ],
+            returning=False,
         )
         _settle_ledger(run, step, checked, now)
         run.duration_ms += duration_ms
         if checked.kind == "result":
-            _succeed_locked(run, step, checked.value, actor, now)
-        elif (
+            # ready → running → succeeded: both transitions audited, the row written once.
+            _succeed_locked(run, step, checked.value, actor, now, status_was=StepStatus.READY)
+            advance_locked(run, actor, first_open=upcoming)
+            return step
+        save_step(step, status_was=StepStatus.READY)
+        if (
             checked.kind == "error"
             and checked.value["retryable"]
             and (step.attempts < step.max_attempts)
@@ -203,6 +203,35 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
     return step
 
 
+def _lock_for_report(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step, list[Step]]:
+    """Lock the run, its step ``step_id`` and its first other open step, and queue the audit
+    chain's head and event ids, in one round trip (lock order: ``runs.transitions``).
+
+    Raises:
+        Run.DoesNotExist, Step.DoesNotExist: no such run, or no such step in it.
+    """
+    batch = rows.current_batch()
+    assert batch is not None  # inside audited_atomic(pipelined=True)
+    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
+    read_step = batch.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
+    read_next = batch.select_later(
+        Step,
+        f"run_id = %s AND status IN ({', '.join(['%s'] * len(OPEN_STEP_STATUSES))}) AND id <> %s",
+        [run_id, *OPEN_STEP_STATUSES, step_id],
+        lock=True,
+        order_by='"index"',
+        limit=1,
+    )
+    audit_prefetch(chains=[run_chain(run_id)], events=_REPORT_EVENTS)
+    batch.sync()
+    found_run, found_step = read_run(), read_step()
+    if not found_run:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    if not found_step:
+        raise Step.DoesNotExist(f"run {run_id} has no step {step_id}")
+    return found_run[0], found_step[0], read_next()
+
+
 def _unknown_error(step: Step) -> dict[str, Any]:
     return {
         "type": "outcome_unknown",
@@ -211,13 +240,18 @@ def _unknown_error(step: Step) -> dict[str, Any]:
     }
 
 
-def _succeed_locked(run: Run, step: Step, result: Any, actor: Actor, now: Any) -> None:
+def _succeed_locked(
+    run: Run, step: Step, result: Any, actor: Actor, now: Any, *, status_was: str
+) -> None:
+    """A locked running client step succeeds with ``result`` (its row had ``status_was``):
+    the step, its checkpoint and the run written; the caller advances the run."""
     step.succeed(result=result, now=now)
-    save_step(step, status_was=StepStatus.RUNNING)
+    save_step(step, status_was=status_was)
     record_transition(actor, step, StepStatus.RUNNING, attempt=step.attempts)
     run.state = agent_for(run.agent).checkpoint_state(
         run, index=step.index, tool=step.tool, result=result
     )
-    rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
+    rows.insert(
+        [Checkpoint(run=run, step=step, index=step.index, state=run.state)], returning=False
+    )
     save_run(run)
-    advance_locked(run, actor)
