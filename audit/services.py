@@ -151,12 +151,13 @@ def audit_prefetch(*, chains: list[str], events: int) -> None:
     batch = rows.current_batch()
     if batch is None or _buffer.events is None:
         raise RuntimeError("audit_prefetch needs a pipelined audited_atomic block")
+    # The heads' locks first, then the ids: a chain's writers take ids only under its head's
+    # lock, so each chain's events commit in id order (what its live stream relies on).
+    read_heads = batch.fetch_later(_heads_sql(len(chains)), chains)
     read_ids = None
     if connection.vendor == "postgresql":
         read_ids = batch.fetch_later(_RESERVE_IDS, [events])
-    _buffer.prefetched = _Prefetched(
-        chains, batch.fetch_later(_heads_sql(len(chains)), chains), read_ids
-    )
+    _buffer.prefetched = _Prefetched(chains, read_heads, read_ids)
 
 
 @contextmanager

@@ -18,9 +18,11 @@ last workflow's ``completed_at`` (DBOS's system database).
 Commits per step: the delta of ``pg_stat_database.xact_commit`` of the benchmark database
 over the run (workers and daphne stopped before reading, so their counters are flushed), minus
 this process's own transactions (polling), divided by the steps; it includes daphne's: its
-start and the creation requests. SQL statements per step: every statement of one whole run of
-``steps`` steps executed in-process with eager tasks (``CaptureQueriesContext``), creation
-included, divided by its steps (``pg_stat_statements`` is not loaded on this server).
+start and the creation requests. The executor's own costs per step are measured in-process,
+with eager tasks, as the difference between a run of ``2 * steps`` steps and one of ``steps``
+steps (creation included in both), over ``steps``: SQL statements (``CaptureQueriesContext``),
+and round trips and COMMITs as libpq's protocol trace records them
+(``testsupport.roundtrips``; ``pg_stat_statements`` is not loaded on this server).
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ FIGURES = [
     Figure("commits", "PostgreSQL commits per step (REST creation included)", "commits",
            (Target("<", 3),)),
     Figure("statements", "SQL statements per step (in-process run)", "statements"),
+    Figure("round_trips", "SQL round trips per step (in-process run, libpq trace)", "round trips",
+           (Target("<=", 6),)),
+    Figure("step_commits", "commits per step (in-process run, libpq trace)", "commits",
+           (Target("<=", 1.1),)),
 ]  # fmt: skip
 
 STEP = {"tool": "echo", "args": {"value": 1}}
@@ -258,29 +264,41 @@ def chain_links_per_second(bench: Bench, chains: int, links: int) -> float:
     return chains * links / (finished - began)
 
 
-def statements_per_step(steps: int) -> float:
-    """SQL statements of one run of ``steps`` no-op steps executed in-process, per step."""
+def in_process_costs(steps: int) -> tuple[float, float, float]:
+    """(SQL statements, round trips, COMMITs) per no-op step, executed in-process: the
+    difference between a run of ``2 * steps`` steps and one of ``steps``, over ``steps``."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from agentops.celery import app
     from runs.models import Run
+    from testsupport.roundtrips import round_trips
+
+    def one(count: int) -> tuple[int, int, int]:
+        connection.ensure_connection()
+        with CaptureQueriesContext(connection) as queries, round_trips(connection) as trips:
+            (run_id,) = create_runs(1, count)
+        status = Run.objects.get(pk=run_id).status
+        if status != "succeeded":
+            raise RuntimeError(f"in-process run ended {status}")
+        return len(queries), trips.count, trips.commits
 
     app.conf.task_always_eager = True
     try:
-        with CaptureQueriesContext(connection) as queries:
-            (run_id,) = create_runs(1, steps)
+        one(steps)  # warm: statements prepared, caches filled
+        short, long = one(steps), one(2 * steps)
     finally:
         app.conf.task_always_eager = False
-    status = Run.objects.get(pk=run_id).status
-    if status != "succeeded":
-        raise RuntimeError(f"in-process run ended {status}")
-    return len(queries) / steps
+    statements, trips, commits = ((b - a) / steps for a, b in zip(short, long, strict=True))
+    return statements, trips, commits
 
 
 def run(bench: Bench) -> Iterator[Sample]:
     size = SIZES[bench.size]
-    yield Sample("statements", statements_per_step(size.steps))
+    statements, trips, commits = in_process_costs(size.steps)
+    yield Sample("statements", statements)
+    yield Sample("round_trips", trips)
+    yield Sample("step_commits", commits)
     bench.recreate_dbos_database()
     client = dbos_client(bench)
     try:

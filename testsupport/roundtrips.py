@@ -21,10 +21,12 @@ _SUPPRESS_TIMESTAMPS = 1
 
 @dataclass
 class RoundTrips:
-    """What the trace of one block recorded: ``count`` round trips, ``sent`` messages sent."""
+    """What the trace of one block recorded: ``count`` round trips, ``sent`` messages sent,
+    ``commits`` COMMIT statements sent."""
 
     count: int = 0
     sent: int = 0
+    commits: int = 0
 
 
 def count_round_trips(trace: str) -> RoundTrips:
@@ -37,6 +39,8 @@ def count_round_trips(trace: str) -> RoundTrips:
         if direction == "F":
             found.sent += 1
             sending = True
+            if line.endswith('"COMMIT"') or '"COMMIT" ' in line:
+                found.commits += 1
         elif direction == "B" and sending:
             found.count += 1
             sending = False
@@ -64,4 +68,4 @@ def round_trips(db: Any) -> Iterator[RoundTrips]:
             pgconn.untrace()
             trace.seek(0)
             counted = count_round_trips(trace.read())
-            found.count, found.sent = counted.count, counted.sent
+            found.count, found.sent, found.commits = counted.count, counted.sent, counted.commits

@@ -45,10 +45,13 @@ def test_the_round_trip_count_follows_the_trace_not_the_messages():
             "B\t13\tCommandComplete",
             "B\t5\tReadyForQuery\t T",
             "B\t20\tNoticeResponse",  # unasked: no round trip
+            'F\t11\tQuery\t "COMMIT"',
+            'B\t11\tCommandComplete\t "COMMIT"',
+            "B\t5\tReadyForQuery\t I",
         ]
     )
     found = count_round_trips(trace)
-    assert (found.count, found.sent) == (2, 7)
+    assert (found.count, found.sent, found.commits) == (3, 8, 1)
 
 
 def test_reads_queued_together_cost_one_round_trip(run):
