@@ -91,7 +91,7 @@ def data(seeded: None) -> Data:
     Run.objects.filter(pk=run.pk).update(created_at=CREATED)
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.WAITING
-    return Data(run, run.approvals.get(), AuditEvent.objects.filter(run_id=run.pk).first())
+    return Data(run, run.approvals.get(), AuditEvent.objects.filter(run_id=run.pk).earliest("id"))
 
 
 @pytest.fixture
@@ -156,9 +156,11 @@ def test_the_theme_follows_the_system_setting(data, contexts, scheme):
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     surface = page.evaluate("getComputedStyle(document.querySelector('.card')).backgroundColor")
     if scheme == "dark":
-        assert luminance(background) < 0.05 and luminance(surface) < 0.05, (background, surface)
+        assert luminance(background) < 0.05, background
+        assert luminance(surface) < 0.05, surface
     else:
-        assert luminance(background) > 0.8 and luminance(surface) > 0.8, (background, surface)
+        assert luminance(background) > 0.8, background
+        assert luminance(surface) > 0.8, surface
 
 
 def test_the_pages_fit_a_phone_with_the_user_and_log_out_in_view(data, contexts):
@@ -173,7 +175,8 @@ def test_the_pages_fit_a_phone_with_the_user_and_log_out_in_view(data, contexts)
             ):
                 expect(control).to_be_in_viewport()
                 box = control.bounding_box()
-                assert box is not None and box["x"] + box["width"] <= PHONE["width"], app_page.name
+                assert box is not None
+                assert box["x"] + box["width"] <= PHONE["width"], app_page.name
             expect(page.locator("[data-user]")).to_have_text(app_page.user)
 
 
@@ -183,5 +186,6 @@ def test_times_show_in_the_viewers_time_zone_with_the_absolute_time_on_hover(dat
     created = page.locator(f'time[datetime="{CREATED:%Y-%m-%dT%H:%M:%SZ}"]')
     expect(created).to_have_text("2026-05-01 23:03:07 GMT+9")
     title = created.get_attribute("title") or ""
-    assert "Asia/Tokyo" in title and "2026-05-01 14:03:07 UTC" in title, title
+    assert "Asia/Tokyo" in title, title
+    assert "2026-05-01 14:03:07 UTC" in title, title
     assert "11:03:07 PM" in title, title
