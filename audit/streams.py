@@ -15,17 +15,17 @@ so is every earlier event of its run. ``audit_verify`` relies on the same order 
 **Across runs** (``/ws/runs/``, ``/ws/approvals/``): transaction order. Each event row holds
 the id of the transaction that wrote it (``xact_id``, ``xid8``, filled by its default
 ``pg_current_xact_id()``: audit migration 0006). Events are handed out in (``xact_id``, ``id``)
-order, and only those whose transaction is older than the oldest transaction of this database still
-in progress (``pg_snapshot_xmin(pg_current_snapshot())``, less the other databases'
-transactions): a transaction that may still commit has a larger ``xact_id`` than every event
-handed out, so nothing can appear later before a position already
-passed. This is the "high-water mark" of PostgreSQL event stores (Eventuous's and Marten's
-subscriptions to all streams). The client's cursor is still an event id: ``after=N`` means
-"after event N's position" (N's ``xact_id``, then N); an N that no longer exists (retention
-deleted it) stands for the position of the newest event before it. The price: an event is
-handed out only once every older writing transaction has ended (milliseconds, unless a
-writing transaction stays open long), and the events of one run may come out of id order
-(the pages re-read their data on any event).
+order, and only those whose transaction is older than the oldest transaction of this database
+still in progress (``_HORIZON``: ``pg_snapshot_xmin(pg_current_snapshot())`` less the other
+databases' transactions): a transaction that may still commit has a larger ``xact_id`` than
+every event handed out, so nothing can appear later before a position already passed. This is
+the "high-water mark" of PostgreSQL event stores (Eventuous's and Marten's subscriptions to
+all streams). The client's cursor is still an event id: ``after=N`` means "after event N's
+position" (N's ``xact_id``, then N); an N that no longer exists (retention deleted it) stands
+for the position of the newest event before it. The price: an event is handed out only once
+every older writing transaction of this database has ended (milliseconds, unless one stays
+open long: an idle-in-transaction session holds the cross-run streams back until it ends), and
+the events of one run may come out of id order (the pages re-read their data on any event).
 
 SQLite (a quick local start) has one writer at a time, so commit order is id order: the
 per-run rule serves every stream there.
@@ -48,8 +48,9 @@ _TABLE = AuditEvent._meta.db_table
 # cluster's other databases too, which cannot write this table: a session idle in a
 # transaction there would stall every stream), else the first not yet begun. A transaction in
 # progress counts as another database's only while ``pg_stat_activity`` (read after the
-# snapshot) shows a backend of another database running it; any other (prepared, ended since)
-# counts as this database's.
+# snapshot) shows a backend of another database running it (a backend serves one database for
+# its life); any other (prepared, ended since) counts as this database's. ``backend_xid`` is
+# shown to every role, unlike the query text.
 _HORIZON = """COALESCE((
     SELECT min(xid) FROM pg_snapshot_xip(pg_current_snapshot()) AS xid
     WHERE NOT EXISTS (
