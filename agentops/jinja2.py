@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from datetime import UTC
 from typing import Any
 
 from django.contrib.messages import get_messages
@@ -29,8 +30,8 @@ def environment(**options: Any) -> Environment:
 
     Templates get ``url(name, *args)``, ``static(path)``, ``get_messages(request)`` and
     Django's ``date``, ``timesince``, ``timeuntil``, ``linebreaksbr``, ``pluralize``,
-    ``floatformat`` and ``truncatechars`` filters, plus ``pretty_json``, ``json_tree`` and
-    ``duration``.
+    ``floatformat`` and ``truncatechars`` filters, plus ``pretty_json``, ``json_tree``,
+    ``duration`` and ``time_tag``.
     Printed values are escaped as Django escapes them (``&quot;``, ``&#x27;``, where Jinja2
     would write ``&#34;``, ``&#39;``), a template keeps its final newline, and a missing value
     prints as nothing, also under ``DEBUG`` (where the backend would print its name instead):
@@ -53,6 +54,7 @@ def environment(**options: Any) -> Environment:
         pretty_json=pretty_json,
         json_tree=json_tree,
         duration=duration,
+        time_tag=time_tag,
     )
     return env
 
@@ -85,6 +87,26 @@ def date(value: Any, arg: str | None = None) -> str:
     """Django's ``date`` filter, with an aware datetime first converted to the current time
     zone as Django's template language does for it; ``""`` for None."""
     return defaultfilters.date(template_localtime(value), arg)
+
+
+# What ``time_tag`` prints for each ``show``, in Django's ``date`` format, and the time zone.
+_TIME_FORMATS = {"datetime": "Y-m-d H:i:s T", "time": "H:i:s T", "minutes": "Y-m-d H:i T"}
+
+
+def time_tag(value: Any, show: str = "datetime") -> str:
+    """An aware datetime as ``<time datetime="ISO 8601 in UTC" data-local="show">`` around the
+    server's text (``show``: "datetime" ``2026-05-01 14:03:07 UTC``, "time" ``14:03:07 UTC``
+    or "minutes" ``2026-05-01 14:03 UTC``); ``""`` for None. ``static/js/time.js`` rewrites the
+    text to the viewer's time zone and puts the absolute time with its zone in ``title``.
+
+    Raises:
+        KeyError: an unknown ``show``.
+    """
+    if value is None:
+        return ""
+    text = date(value, _TIME_FORMATS[show])
+    iso = defaultfilters.date(value.astimezone(UTC), "Y-m-d\\TH:i:s\\Z")
+    return SafeString(f'<time datetime="{iso}" data-local="{show}">{html.escape(text)}</time>')
 
 
 @pass_eval_context

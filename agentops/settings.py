@@ -132,7 +132,8 @@ TEMPLATES = [
     },
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Overrides of third-party pages (admin, Swagger UI), for accessibility.
+        "DIRS": [BASE_DIR / "templates" / "django"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -317,6 +318,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Without deep links an operation's path is text, not a link nested in its toggle button
+    # (axe-core: nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     # Runs, steps, attempts and approvals each have a "status" with its own choices: name them.
     # Request bodies get their own components, with what only input has (a CharField that may
     # not be blank has minLength 1).

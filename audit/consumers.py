@@ -1,12 +1,20 @@
 """The base WebSocket consumer of live audit-event streams (runs, one run, approvals).
 
-Protocol: the client connects to a stream URL, optionally with ``?after=<last event id it
-saw>``. The server sends every message as JSON ``{"type": "event", "event": {...}}`` where the
-event has the shape of ``audit.serializers.AuditEventSerializer`` (the events API's shape):
-first the stored events with ``id > after`` in id order (none when ``after`` is absent), then
-live ones as they commit. The
-client ignores events it has already seen (same id) and reconnects with its last seen id, so
-a dropped connection never loses a transition.
+Protocol: the client connects to a stream URL, optionally with ``?after=<cursor>``, the last
+cursor the server gave it (a page renders one: ``audit.streams.stream_head``). The server
+sends JSON messages:
+
+- ``{"type": "event", "event": {...}, "after": N}``: an event, in the shape of
+  ``audit.serializers.AuditEventSerializer`` (the events API's shape);
+- ``{"type": "cursor", "after": N}``: the cursor moved without a new event.
+
+First come the stored events after the cursor (none when ``after`` is absent), then live
+ones as they commit. **The client keeps the latest ``after`` and reconnects with it, never an
+event's id**: a live event is sent as soon as its transaction commits, possibly before a
+transaction that took a smaller id has committed (``audit.streams``), so an event's id is no
+safe place to resume from. ``after`` moves only over events that can no longer be preceded by
+one committing later: every event of the stream up to it has been sent. A reconnect may thus
+repeat events the client has seen (same ``id``: ignore them), and never skips one.
 
 Close codes (sent after the handshake, so browsers see them): 4400 bad ``after``, 4401 not
 authenticated, 4403 missing permission (or a change of the projects it may follow: reconnect),
@@ -18,6 +26,7 @@ A connection follows only the projects its user (and token) may see when it conn
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,8 +41,8 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from agentops.tokens import TokenAuthentication
 from agentops.ws_auth import token_key
-from audit.selectors import event_list
 from audit.serializers import AuditEventSerializer
+from audit.streams import stream_events, stream_head
 from projects.access import Access
 
 CLOSE_BAD_REQUEST = 4400
@@ -41,8 +50,15 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
-# Events read from the database per query while replaying.
+# Events read from the database per query while catching up.
 REPLAY_BATCH = 500
+# Seconds from a live message to the catch-up that moves the cursor over its events, and the
+# longest wait between catch-ups while live events are still unsettled (an older transaction
+# is still open).
+SETTLE_DELAY = 0.1
+SETTLE_MAX_DELAY = 5.0
+# Ids of events the cursor passed that a live message may still bring (kept: the newest).
+RECENT_PASSED = 2 * REPLAY_BATCH
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,7 @@ def _fresh_access(scope: dict[str, Any]) -> Access | None:
 
 @database_sync_to_async
 def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
-    events = event_list(
+    events = stream_events(
         run_id=stream.run_id,
         after=after,
         verb_prefix=stream.verb_prefix,
@@ -92,8 +108,20 @@ def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
     return list(AuditEventSerializer(events[:REPLAY_BATCH], many=True).data)
 
 
+@database_sync_to_async
+def _head(stream: Stream) -> int:
+    return stream_head(run_id=stream.run_id)
+
+
 class AuditEventConsumer(AsyncJsonWebsocketConsumer):
     """Authenticate, join the stream's group, replay missed events, then forward live ones.
+
+    The cursor (``self.cursor``) moves only in catch-ups, reads of the database through
+    ``audit.streams.stream_events``: at connect, and shortly after live messages (again, with
+    a growing delay, while events sent live are not settled yet). Live events go out at once
+    with the cursor unchanged; ``self.unsettled`` holds their ids, so the catch-up that passes
+    them does not send them twice, and ``self.passed`` the ids it passed recently, so a live
+    message arriving after the catch-up does not either.
 
     Subclasses set ``permission`` (``app_label.codename`` the user needs in a project) and
     implement ``get_stream``.
@@ -104,7 +132,12 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stream: Stream | None = None
-        self.replayed: set[int] = set()
+        self.cursor = 0
+        self.told = 0
+        self.unsettled: set[int] = set()
+        self.passed: dict[int, None] = {}
+        self.lock = asyncio.Lock()
+        self.settling: asyncio.Task[None] | None = None
         self.checked_at = time.monotonic()
 
     def get_stream(self, access: Access) -> Stream | int:
@@ -141,8 +174,11 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
         for group in stream.groups:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-        if after is not None:
-            await self._replay(after)
+        if after is None:
+            self.cursor = self.told = await _head(stream)
+        else:
+            self.cursor = self.told = after
+            await self._catch_up()
 
     async def _refuse(self, code: int) -> None:
         # Accept, then close with the code: a refused handshake reaches browsers as a bare
@@ -151,6 +187,8 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
+        if self.settling is not None:
+            self.settling.cancel()
         if self.stream is not None:
             for group in self.stream.groups:
                 await self.channel_layer.group_discard(group, self.channel_name)
@@ -169,9 +207,14 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
             if now != self.stream:
                 await self.close(code=now if isinstance(now, int) else CLOSE_FORBIDDEN)
                 return
-        for event in message["events"]:
-            if event["id"] not in self.replayed:
-                await self.send_json({"type": "event", "event": event})
+        async with self.lock:
+            for event in message["events"]:
+                if event["id"] in self.unsettled or event["id"] in self.passed:
+                    continue
+                self.unsettled.add(event["id"])
+                await self.send_json({"type": "event", "event": event, "after": self.told})
+        if self.settling is None or self.settling.done():
+            self.settling = asyncio.ensure_future(self._settle())
 
     def _after(self) -> int | None:
         """The ``after`` query parameter, None when absent; ValueError when not an int >= 0."""
@@ -183,13 +226,37 @@ class AuditEventConsumer(AsyncJsonWebsocketConsumer):
             raise ValueError("after must not be negative")
         return after
 
-    async def _replay(self, after: int) -> None:
-        assert self.stream is not None
+    async def _settle(self) -> None:
+        """Catch up shortly after live messages, and again, waiting longer each time, while
+        events sent live are still unsettled."""
+        delay = SETTLE_DELAY
         while True:
-            batch = await _events_after(self.stream, after)
-            for event in batch:
-                self.replayed.add(event["id"])
-                await self.send_json({"type": "event", "event": event})
-            if len(batch) < REPLAY_BATCH:
+            await asyncio.sleep(delay)
+            await self._catch_up()
+            if not self.unsettled:
                 return
-            after = batch[-1]["id"]
+            delay = min(2 * delay, SETTLE_MAX_DELAY)
+
+    async def _catch_up(self) -> None:
+        """Send the events after the cursor that ``stream_events`` hands out now (except those
+        already sent live), moving the cursor over each, then the cursor itself if the last
+        message did not carry it."""
+        assert self.stream is not None
+        async with self.lock:
+            while True:
+                batch = await _events_after(self.stream, self.cursor)
+                for event in batch:
+                    self.cursor = event["id"]
+                    self.passed[self.cursor] = None
+                    if self.cursor in self.unsettled:
+                        self.unsettled.discard(self.cursor)
+                    else:
+                        self.told = self.cursor
+                        await self.send_json({"type": "event", "event": event, "after": self.told})
+                if len(batch) < REPLAY_BATCH:
+                    break
+            while len(self.passed) > RECENT_PASSED:
+                del self.passed[next(iter(self.passed))]
+            if self.told != self.cursor:
+                self.told = self.cursor
+                await self.send_json({"type": "cursor", "after": self.told})

@@ -35,6 +35,11 @@ class AuditEvent(models.Model):
     The actor and objects are copied as plain values, not foreign keys, so history survives the
     deletion of users and runs (habit taken from Zulip's ``RealmAuditLog``). ``id`` is the event id
     that the events API's ``?after=`` and WebSocket reconnects use.
+
+    On PostgreSQL the table also has ``xact_id`` (``xid8``), the id of the transaction that
+    wrote the row, filled by the database (migration 0006) and deliberately not a field here:
+    the writer's INSERT names only fields, so the column's default always applies.
+    ``audit.streams`` orders the cross-run live streams by it.
     """
 
     created_at = models.DateTimeField(db_index=True)

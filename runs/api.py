@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
-from audit.selectors import event_list
+from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
 from runs.control import conversation, create, fork, lifecycle, settle
@@ -295,11 +295,12 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def events(self, request: Request, pk: uuid.UUID) -> Response:
         """Up to ``limit`` events with id > ``after``; ``next_after`` is the last id returned
-        (or ``after`` when none), to pass as the next ``after``."""
+        (or ``after`` when none), to pass as the next ``after``. A run's events commit in id
+        order (``audit.streams``), so paging by ``next_after`` never skips one."""
         query = EventQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         after, limit = query.validated_data["after"], query.validated_data["limit"]
-        events = list(event_list(run_id=pk, after=after)[:limit])
+        events = list(stream_events(run_id=pk, after=after)[:limit])
         next_after = events[-1].pk if events else after
         return Response(EventPageSerializer({"events": events, "next_after": next_after}).data)
 

@@ -26,6 +26,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.selectors import event_list
+from audit.streams import stream_head
 from projects.access import Access
 from projects.views import object_permission
 from runs import selectors
@@ -41,12 +42,13 @@ TIMELINE_EVENTS = 200
 
 
 def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
-    """The newest audit event id (of one run, when given); 0 when there is none.
+    """The cursor of the live stream (of one run, when given) as the log is now
+    (``audit.streams.stream_head``: an event id; 0 when there is none).
 
     Pages read it before their data and hand it to their WebSocket as ``?after=``, so an event
     committed while the page renders is replayed rather than lost.
     """
-    return event_list(run_id=run_id).values_list("id", flat=True).last() or 0
+    return stream_head(run_id=run_id)
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:

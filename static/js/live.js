@@ -3,12 +3,15 @@
  *
  * A page marks its changing part with
  *   data-live  data-ws-path="/ws/..."  data-fragment-url="/.../fragment/"  data-last-event-id="N"
- * and this script opens that WebSocket (wss:// on https pages) with ?after=<last event id>.
- * The server replays the events the page has not seen, then sends live ones, each as
- * {"type": "event", "event": {"id": ...}}. Events at or below the last seen id are ignored;
- * any newer one re-fetches the fragment (debounced) and swaps it in, keeping what the user
- * typed and which <details> are open. A dropped connection is retried with exponential backoff
- * and the last seen id, so nothing is lost; close codes 4400-4404 are final.
+ * and this script opens that WebSocket (wss:// on https pages) with ?after=<cursor>, the
+ * cursor the page was rendered with. The server replays the events the page has not seen, then
+ * sends live ones, each as {"type": "event", "event": {"id": ...}, "after": <cursor>}, and
+ * {"type": "cursor", "after": <cursor>} when only the cursor moves (audit/consumers.py). The
+ * script keeps the latest "after" and reconnects with it, never with an event's id: a live
+ * event may commit before one with a smaller id, so resuming after its id could skip that one.
+ * Any event re-fetches the fragment (debounced) and swaps it in, keeping what the user typed
+ * and which <details> are open. A dropped connection is retried with exponential backoff and
+ * the cursor, so nothing is lost; close codes 4400-4404 are final.
  */
 (function () {
   "use strict";
@@ -157,15 +160,13 @@
     } catch (err) {
       return;
     }
-    if (data.type !== "event" || !data.event || typeof data.event.id !== "number") {
-      return;
+    if (typeof data.after === "number") {
+      lastEventId = data.after;
+      region.dataset.lastEventId = String(lastEventId);
     }
-    if (data.event.id <= lastEventId) {
-      return;
+    if (data.type === "event" && data.event && typeof data.event.id === "number") {
+      schedule();
     }
-    lastEventId = data.event.id;
-    region.dataset.lastEventId = String(lastEventId);
-    schedule();
   }
 
   function connect() {

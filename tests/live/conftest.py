@@ -7,6 +7,7 @@ Consumers read the database from another thread, so these tests use real transac
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -60,15 +61,24 @@ async def close_code(comm: WebsocketCommunicator) -> int:
     return int(code)
 
 
+async def receive_message(comm: WebsocketCommunicator, timeout: float = 10) -> dict:
+    """The next message other than a cursor message (``{"type": "cursor", ...}``)."""
+    while True:
+        message = await comm.receive_json_from(timeout=timeout)
+        if message["type"] != "cursor":
+            return message
+
+
 async def receive_events(
     comm: WebsocketCommunicator, until: Callable[[list[dict]], bool], timeout: float = 10
 ) -> list[dict]:
-    """Collect the events the server sends until ``until(events)`` holds."""
+    """Collect the events the server sends until ``until(events)`` holds (cursor messages are
+    skipped)."""
     events: list[dict] = []
 
     async def collect() -> None:
         while not until(events):
-            message = await comm.receive_json_from(timeout=timeout)
+            message = await receive_message(comm, timeout)
             assert message["type"] == "event", message
             events.append(message["event"])
 
@@ -76,9 +86,14 @@ async def receive_events(
     return events
 
 
-# A message no commit produces: sent to a stream's group after everything this process
-# committed, it must be the next one the client receives.
-MARKER = {"id": -1, "verb": "test.marker"}
+_markers = itertools.count(1)
+
+
+def marker() -> dict:
+    """An event no commit produces, with an id of its own (a consumer sends an id once): sent
+    to a stream's group after everything this process committed, it must be the next one the
+    client receives."""
+    return {"id": -next(_markers), "verb": "test.marker"}
 
 
 async def assert_nothing_more(comm: WebsocketCommunicator, group: str) -> None:
@@ -90,9 +105,10 @@ async def assert_nothing_more(comm: WebsocketCommunicator, group: str) -> None:
     if group in ("runs", "approvals"):
         project = await database_sync_to_async(project_default)()
         group = live.runs_group(project.pk) if group == "runs" else live.approvals_group(project.pk)
-    await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
-    message = await comm.receive_json_from(timeout=10)
-    assert message == {"type": "event", "event": MARKER}, message
+    sent = marker()
+    await get_channel_layer().group_send(group, {"type": "audit.events", "events": [sent]})
+    message = await receive_message(comm)
+    assert (message["type"], message["event"]) == ("event", sent), message
 
 
 def create_run(user: Any, steps: list[dict], project: Any = None) -> Any:

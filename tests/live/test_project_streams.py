@@ -12,13 +12,14 @@ from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
 from tests.live.conftest import (
-    MARKER,
     SEND_EMAIL,
     acreate_run,
     close_code,
     communicator,
     create_run,
+    marker,
     receive_events,
+    receive_message,
     session_cookie,
 )
 from testsupport.factories import make_user
@@ -42,9 +43,10 @@ def _event_ids(run):  # type: ignore[no-untyped-def]
 
 async def _marker_is_next(comm, group: str) -> None:  # type: ignore[no-untyped-def]
     await database_sync_to_async(live.flush)()
-    await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
-    message = await comm.receive_json_from(timeout=10)
-    assert message == {"type": "event", "event": MARKER}, message
+    sent = marker()
+    await get_channel_layer().group_send(group, {"type": "audit.events", "events": [sent]})
+    message = await receive_message(comm)
+    assert (message["type"], message["event"]) == ("event", sent), message
 
 
 def test_the_runs_stream_replays_and_forwards_only_the_members_projects(projects):

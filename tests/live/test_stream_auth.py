@@ -12,11 +12,11 @@ from audit.live import runs_group
 from projects.models import ApiToken
 from projects.services import project_default
 from tests.live.conftest import (
-    MARKER,
     ORIGIN,
     assert_nothing_more,
     close_code,
     communicator,
+    marker,
     session_cookie,
 )
 from testsupport.factories import make_token, make_user
@@ -214,7 +214,7 @@ def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, re
         await assert_nothing_more(comm, "runs")
         await database_sync_to_async(_revoke)(revoke, token, operator)
         # The next event does not reach it: the connection closes with why.
-        await get_channel_layer().group_send(group, {"type": "audit.events", "events": [MARKER]})
+        await get_channel_layer().group_send(group, {"type": "audit.events", "events": [marker()]})
         message = await comm.receive_output(timeout=10)
         assert message == {
             "type": "websocket.close",

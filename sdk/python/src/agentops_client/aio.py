@@ -311,7 +311,11 @@ class AsyncClient:
             except TimeoutError:
                 return after
             event = message.get("event") or {}
-            after = max(after or 0, int(event.get("id") or 0))
+            # Resume from the server's cursor: an event's id may pass one still uncommitted.
+            cursor = message.get("after")
+            after = (
+                cursor if isinstance(cursor, int) else max(after or 0, int(event.get("id") or 0))
+            )
             if p.concerns(event, step_id):
                 return after
 

@@ -1,0 +1,58 @@
+/*
+ * Times in the viewer's time zone. The server prints every time as
+ *   <time datetime="2026-05-01T14:03:07Z" data-local="datetime">2026-05-01 14:03:07 UTC</time>
+ * (agentops/jinja2.py time_tag). This script rewrites the text of those with data-local to
+ * the browser's time zone in the same shape ("datetime", "time" or "minutes"), and gives every
+ * <time datetime> a title with the absolute time, its zone and UTC. Runs again on the part a
+ * live update swapped in (the "live:updated" event of live.js). A file, not inline: the
+ * Content-Security-Policy runs no inline script.
+ */
+(function () {
+  "use strict";
+
+  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  var zoneName = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" });
+  var full = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  function shortZone(date) {
+    var part = zoneName.formatToParts(date).filter(function (p) {
+      return p.type === "timeZoneName";
+    })[0];
+    return part ? part.value : zone;
+  }
+
+  function text(date, show) {
+    var day = date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate());
+    var minutes = pad(date.getHours()) + ":" + pad(date.getMinutes());
+    var seconds = minutes + ":" + pad(date.getSeconds());
+    var shapes = { datetime: day + " " + seconds, time: seconds, minutes: day + " " + minutes };
+    return shapes[show] === undefined ? null : shapes[show] + " " + shortZone(date);
+  }
+
+  function utc(date) {
+    return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  }
+
+  function localize(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (el) {
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date.getTime())) {
+        return;
+      }
+      var local = el.dataset.local ? text(date, el.dataset.local) : null;
+      if (local) {
+        el.textContent = local;
+      }
+      el.title = full.format(date) + " (" + zone + ") · " + utc(date);
+    });
+  }
+
+  localize(document);
+  document.addEventListener("live:updated", function (event) {
+    localize(event.target);
+  });
+})();
