@@ -526,6 +526,11 @@ class Batch:
                 self._pipeline = self._stack.enter_context(self.db.connection.pipeline())
             self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether statements are pipelined (PostgreSQL) rather than run at once."""
+        return self._pipeline is not None
+
     def _outside_statement(
         self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
     ) -> Any:

@@ -202,7 +202,7 @@ def call_step(
         declared_risk=declared_risk(spec),
         tool_call_id=key,
     )
-    return step_state(step.pk)
+    return CallStep.of(step)
 
 
 def step_state(step_id: int) -> CallStep:

@@ -11,7 +11,8 @@ from django.conf import settings
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from audit.services import audited_atomic
+from audit.models import run_chain
+from audit.services import audit_prefetch, audited_atomic
 from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
@@ -21,8 +22,9 @@ from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import CLIENT_DRIVEN, Executor, Run, Step
+from runs.statuses import OPEN_STEP_STATUSES
 from runs.tools import get_tool, schema_invalid, schema_problem
-from runs.transitions import lock_run, record_transition, save_run
+from runs.transitions import record_transition, save_run
 from runs.wakeups import advance_run_on_commit
 
 
@@ -83,27 +85,46 @@ def new_step(
 
 
 def insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
-    """Insert new steps in one statement and record their creation."""
-    rows.insert(steps)
+    """Insert new steps in one statement and record their creation (steps whose keys are
+    reserved are not read back: inside a batch the INSERT is held)."""
+    rows.insert(steps, returning=bool(steps) and steps[0].pk is None)
     for step in steps:
         record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=step.index)
     return steps
 
 
-def create_steps(
-    run: Run, specs: list[StepSpec], *, first_index: int, actor: Actor, edited: int | None = None
-) -> list[Step]:
-    """Classify ``specs`` (the one at position ``edited`` has arguments a person edited),
-    then insert them as pending steps of ``run`` from ``first_index`` on."""
+def classify_specs(specs: list[StepSpec], *, edited: int | None = None) -> list[Classification]:
+    """The step policy's classification of ``specs`` (risk, gate; the one at position
+    ``edited`` has arguments a person edited): reads the risk rules."""
     requests = [
         StepRequest(spec.tool, spec.args, edited=i == edited, declared_risk=spec.declared_risk)
         for i, spec in enumerate(specs)
     ]
-    classes = step_policy().classify(requests)
+    return step_policy().classify(requests)
+
+
+def create_steps(
+    run: Run,
+    specs: list[StepSpec],
+    *,
+    first_index: int,
+    actor: Actor,
+    edited: int | None = None,
+    keys: list[int] | None = None,
+    classes: list[Classification] | None = None,
+) -> list[Step]:
+    """Classify ``specs`` (the one at position ``edited`` has arguments a person edited;
+    ``classes``: already classified by ``classify_specs``), then insert them as pending steps
+    of ``run`` from ``first_index`` on, with the primary ``keys`` reserved for them if given
+    (one per spec)."""
+    if classes is None:
+        classes = classify_specs(specs, edited=edited)
     steps = [
         new_step(run, spec, index=first_index + i, klass=klass, requested_by=actor.user)
         for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
     ]
+    for step, key in zip(steps, keys or [], strict=False):
+        step.pk = key
     return insert_steps(steps, actor)
 
 
@@ -228,26 +249,65 @@ def step_append(
     specs[0].tool_call_id = tool_call_id
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
-    with audited_atomic():
-        run = lock_run(run_id)
+    # Classified before the transaction: reading the rules would end its pipeline.
+    classes = classify_specs(specs)
+    with audited_atomic(pipelined=True):
+        run, count, first_open, keys = _lock_for_append(run_id)
         if run.agent not in CLIENT_DRIVEN:
             raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: no more steps can be appended")
         if run.client_done:
             raise Conflict("the client already completed this run")
-        count = run.steps.count()
         refusal = step_limit_locked(run, count)
         if refusal:
             raise Conflict(refusal)
-        (step,) = create_steps(run, specs, first_index=count, actor=actor)
+        (step,) = create_steps(
+            run, specs, first_index=count, actor=actor, keys=keys, classes=classes
+        )
         if reported is not None:
             step.usage = reported.as_json()
-            rows.update_where(Step, {"usage": step.usage}, {"pk": step.pk})
+            rows.write_where(Step, {"usage": step.usage}, {"pk": step.pk})
             add_usage_locked(run, reported)
         save_run(run)
         if not budget_stops_run_locked(run, actor):
             # Moved on here, not by a worker later: a client step the client may run at
             # once is ``ready`` in this very response, so the client need not wait for it.
-            advance_locked(run, actor)
+            advance_locked(run, actor, first_open=first_open or [step])
     return step
+
+
+# Audit events of appending a step the client may run at once: created, then ready.
+_APPEND_EVENTS = 2
+_RESERVE_STEP_KEY = "SELECT nextval(pg_get_serial_sequence('runs_step', 'id'))"
+
+
+def _lock_for_append(run_id: uuid.UUID) -> tuple[Run, int, list[Step], list[int]]:
+    """In one round trip: the run locked, its step count, its first open step (locked), a
+    reserved key for the new step (PostgreSQL), the audit chain's head and event ids.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+    """
+    batch = rows.current_batch()
+    assert batch is not None  # inside audited_atomic(pipelined=True)
+    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
+    read_count = batch.fetch_later("SELECT count(*) FROM runs_step WHERE run_id = %s", [run_id])
+    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
+    read_open = batch.select_later(
+        Step,
+        f"run_id = %s AND status IN ({marks})",
+        [run_id, *OPEN_STEP_STATUSES],
+        lock=True,
+        order_by='"index"',
+        limit=1,
+    )
+    read_key = batch.fetch_later(_RESERVE_STEP_KEY, []) if batch.pipelined else None
+    audit_prefetch(chains=[run_chain(run_id)], events=_APPEND_EVENTS)
+    batch.sync()
+    found = read_run()
+    if not found:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    ((count,),) = read_count()
+    keys = [key for (key,) in read_key()] if read_key is not None else []
+    return found[0], count, read_open(), keys

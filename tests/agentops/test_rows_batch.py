@@ -201,3 +201,39 @@ def test_audit_prefetch_needs_a_pipelined_block():
 
     with pytest.raises(RuntimeError), audited_atomic():
         audit_prefetch(chains=[f"run:{uuid.uuid4()}"], events=1)
+
+
+def test_a_client_step_appended_and_reported_costs_nine_round_trips(operator):
+    """Appending (the risk rules read; BEGIN; locks, count, reserved key; writes; COMMIT) and
+    reporting (BEGIN; locks; writes; COMMIT) a low-risk client step, as the MCP gateway does
+    for each call."""
+    from runs.control.create import step_append
+    from runs.executor.client import step_report
+    from runs.models import Executor
+
+    actor = Actor.for_user(operator)
+    run = run_create(actor=actor, agent="client", goal="client round trips")
+    connection.ensure_connection()
+
+    def one_call(n: int) -> int:
+        with round_trips(connection) as trips:
+            step = step_append(
+                actor=actor,
+                run_id=run.pk,
+                tool="lookup",
+                args={"n": n},
+                executor=Executor.CLIENT,
+                declared_risk="low",
+            )
+            assert step.status == StepStatus.READY
+            step_report(actor=actor, run_id=run.pk, step_id=step.pk, report={"result": n})
+        return trips.count
+
+    one_call(0)  # the first call of a run also starts it
+    assert [one_call(n) for n in (1, 2, 3)] == [9, 9, 9]
+    assert list(run.steps.order_by("index").values_list("status", "result")) == [
+        ("succeeded", n) for n in range(4)
+    ]
+    from audit.selectors import chain_verify
+
+    assert chain_verify(f"run:{run.pk}").ok
