@@ -249,6 +249,9 @@ class Bench:
                 "SECURE_HSTS_SECONDS": "0",
                 "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
                 "LOG_LEVEL": "WARNING",
+                # The bare-chain baseline must stay a bare Celery chain: no task-history row
+                # (a commit) per hop. Failures are still recorded.
+                "AGENTOPS_TASK_HISTORY": "failures",
                 "PYTHONUNBUFFERED": "1",
                 "DJANGO_SETTINGS_MODULE": "agentops.settings",
             }
