@@ -9,11 +9,15 @@ that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
 
 from approvals.conditions import Evaluation, evaluate
 from approvals.models import RiskRule
@@ -50,13 +54,70 @@ def default_rules() -> list[dict[str, object]]:
     return rules
 
 
-def load_rules() -> list[RiskRule]:
-    """The enabled risk rules, in the order they are tried (one query, with their groups)."""
+# The version of the risk rules in the shared cache (Redis): a token, replaced whenever a
+# rule or group changes (``rules_changed``).
+_RULES_VERSION = "agentops:risk-rules:version"
+
+
+@dataclass
+class _HeldRules:
+    version: str = ""
+    rules: list[RiskRule] = field(default_factory=list)
+
+
+_held = _HeldRules()
+logger = logging.getLogger(__name__)
+
+
+def _query_rules() -> list[RiskRule]:
     return list(
         RiskRule.objects.filter(enabled=True)
         .select_related("approvers", "escalation_group")
         .order_by("priority", "pattern", "pk")
     )
+
+
+def load_rules() -> list[RiskRule]:
+    """The enabled risk rules, in the order they are tried (with their groups). Don't change
+    the instances.
+
+    Each process keeps them and reads them again (one query) when their version in the shared
+    cache has changed: every step is classified by them, and building them costs a few ms.
+    Saving or deleting a rule or a group (admin, the ORM) replaces the version once the
+    change commits (``rules_changed``, connected in ``ApprovalsConfig.ready``); a change made
+    around Django (SQL, ``QuerySet.update``) must call ``rules_changed`` too. Without the
+    cache (Redis down) the rules are read every time.
+    """
+    try:
+        version = cache.get(_RULES_VERSION)
+        if version is None:
+            cache.add(_RULES_VERSION, uuid.uuid4().hex, timeout=None)
+            version = cache.get(_RULES_VERSION)
+    except Exception:
+        logger.warning("risk rules read without the shared cache", exc_info=True)
+        return _query_rules()
+    held = _held
+    if version is not None and held.version == version:
+        return held.rules
+    rules = _query_rules()
+    if version is not None:
+        _held.version, _held.rules = version, rules
+    return rules
+
+
+def rules_changed(**_: object) -> None:
+    """Make every process read the risk rules again (a signal receiver: any keyword arguments
+    are ignored): now, for this transaction's own later steps, and again once it commits, for
+    the processes that read the rules before the change was committed."""
+
+    def bump() -> None:
+        try:
+            cache.set(_RULES_VERSION, uuid.uuid4().hex, timeout=None)
+        except Exception:
+            logger.error("could not publish a change of the risk rules", exc_info=True)
+
+    bump()
+    transaction.on_commit(bump)
 
 
 @dataclass(frozen=True)

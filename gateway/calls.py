@@ -187,11 +187,6 @@ def call_step(
         Conflict: the run is finished.
     """
     key = call_id(tool, args)
-    repeat = (
-        Step.objects.filter(run_id=run_id, tool_call_id=key, status__in=OPEN).order_by("-index")
-    ).first()
-    if repeat is not None:
-        return CallStep.of(repeat)
     step = step_append(
         actor=actor,
         run_id=run_id,
@@ -201,6 +196,7 @@ def call_step(
         args_schema=(spec or {}).get("inputSchema") or None,
         declared_risk=declared_risk(spec),
         tool_call_id=key,
+        reuse_open_call=True,
     )
     return CallStep.of(step)
 

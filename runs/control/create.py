@@ -211,6 +211,7 @@ def step_append(
     args_schema: Any = None,
     declared_risk: str = "",
     tool_call_id: str = "",
+    reuse_open_call: bool = False,
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done. The run is
     advanced in the same transaction: when nothing is in flight, the new step is already
@@ -223,7 +224,9 @@ def step_append(
     model spent choosing this call: kept on the step and added to the run's totals.
     ``declared_risk`` (a ``Risk`` value) is what the tool's own server declares: it classifies
     the step when no risk rule matches (the MCP gateway passes its upstream's annotations).
-    ``tool_call_id`` is the client's own id for the call (kept on the step, never changed).
+    ``tool_call_id`` is the client's own id for the call (kept on the step, never changed);
+    with ``reuse_open_call``, an open step of the run with the same ``tool_call_id`` (a client
+    repeating a call it stopped waiting for) is returned as it is instead.
 
     One step past the run's step limit may be appended: when its turn comes the run fails
     (budget policy fail; the step is skipped) or it waits for approval to continue (policy
@@ -252,7 +255,11 @@ def step_append(
     # Classified before the transaction: reading the rules would end its pipeline.
     classes = classify_specs(specs)
     with audited_atomic(pipelined=True):
-        run, count, first_open, keys = _lock_for_append(run_id)
+        run, count, first_open, keys, repeat = _lock_for_append(
+            run_id, tool_call_id if reuse_open_call else ""
+        )
+        if repeat:
+            return repeat[0]
         if run.agent not in CLIENT_DRIVEN:
             raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
         if run.is_terminal:
@@ -282,9 +289,12 @@ _APPEND_EVENTS = 2
 _RESERVE_STEP_KEY = "SELECT nextval(pg_get_serial_sequence('runs_step', 'id'))"
 
 
-def _lock_for_append(run_id: uuid.UUID) -> tuple[Run, int, list[Step], list[int]]:
+def _lock_for_append(
+    run_id: uuid.UUID, repeat_of: str
+) -> tuple[Run, int, list[Step], list[int], list[Step]]:
     """In one round trip: the run locked, its step count, its first open step (locked), a
-    reserved key for the new step (PostgreSQL), the audit chain's head and event ids.
+    reserved key for the new step (PostgreSQL), the audit chain's head and event ids, and
+    (``repeat_of``, a ``tool_call_id``) the run's last open step of that call.
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -303,6 +313,15 @@ def _lock_for_append(run_id: uuid.UUID) -> tuple[Run, int, list[Step], list[int]
         limit=1,
     )
     read_key = batch.fetch_later(_RESERVE_STEP_KEY, []) if batch.pipelined else None
+    read_repeat = None
+    if repeat_of:
+        read_repeat = batch.select_later(
+            Step,
+            f"run_id = %s AND tool_call_id = %s AND status IN ({marks})",
+            [run_id, repeat_of, *OPEN_STEP_STATUSES],
+            order_by='"index" DESC',
+            limit=1,
+        )
     audit_prefetch(chains=[run_chain(run_id)], events=_APPEND_EVENTS)
     batch.sync()
     found = read_run()
@@ -310,4 +329,5 @@ def _lock_for_append(run_id: uuid.UUID) -> tuple[Run, int, list[Step], list[int]
         raise Run.DoesNotExist(f"no run {run_id}")
     ((count,),) = read_count()
     keys = [key for (key,) in read_key()] if read_key is not None else []
-    return found[0], count, read_open(), keys
+    repeat = read_repeat() if read_repeat is not None else []
+    return found[0], count, read_open(), keys, repeat

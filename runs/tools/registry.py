@@ -8,6 +8,8 @@ accepted (``validate_args``).
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,10 +96,30 @@ class Tool:
         return schema_problem(self.schema, args)
 
 
+@functools.lru_cache(maxsize=256)
+def _checked_schema(text: str) -> tuple[Draft202012Validator | None, str | None]:
+    """The validator of the JSON Schema whose canonical JSON is ``text``, or why it is not a
+    schema: checking and building one costs a few ms, and a client (the MCP gateway's
+    upstreams) sends the same few schemas with every call."""
+    schema = json.loads(text)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return None, exc.message
+    return Draft202012Validator(schema), None
+
+
+def _schema_key(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
 def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
     """Why ``value`` fails the JSON Schema (draft 2020-12) ``schema``, or None when it passes:
     the best-matching error, prefixed with the path to the failing part."""
-    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    validator, invalid = _checked_schema(_schema_key(schema))
+    if validator is None:
+        return f"(schema): {invalid}"
+    error = best_match(validator.iter_errors(value))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -109,10 +131,10 @@ def schema_invalid(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return "must be a JSON Schema object"
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return exc.message
-    return None
+        key = _schema_key(schema)
+    except (TypeError, ValueError) as exc:
+        return f"must be JSON: {exc}"
+    return _checked_schema(key)[1]
 
 
 _REGISTRY: dict[str, Tool] = {}

@@ -203,10 +203,10 @@ def test_audit_prefetch_needs_a_pipelined_block():
         audit_prefetch(chains=[f"run:{uuid.uuid4()}"], events=1)
 
 
-def test_a_client_step_appended_and_reported_costs_nine_round_trips(operator):
-    """Appending (the risk rules read; BEGIN; locks, count, reserved key; writes; COMMIT) and
+def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
+    """Appending (BEGIN; locks, count, reserved key, a repeat of the call; writes; COMMIT) and
     reporting (BEGIN; locks; writes; COMMIT) a low-risk client step, as the MCP gateway does
-    for each call."""
+    for each call; the risk rules are kept by the process."""
     from runs.control.create import step_append
     from runs.executor.client import step_report
     from runs.models import Executor
@@ -224,13 +224,15 @@ def test_a_client_step_appended_and_reported_costs_nine_round_trips(operator):
                 args={"n": n},
                 executor=Executor.CLIENT,
                 declared_risk="low",
+                tool_call_id=f"call-{n}",
+                reuse_open_call=True,
             )
             assert step.status == StepStatus.READY
             step_report(actor=actor, run_id=run.pk, step_id=step.pk, report={"result": n})
         return trips.count
 
     one_call(0)  # the first call of a run also starts it
-    assert [one_call(n) for n in (1, 2, 3)] == [9, 9, 9]
+    assert [one_call(n) for n in (1, 2, 3)] == [8, 8, 8]
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]

@@ -10,6 +10,7 @@ from django.core import mail
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from approvals.models import ApprovalRequest, ApprovalStatus, RiskRule
+from approvals.risk import rules_changed
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from runs.models import Run, RunStatus, ToolCall
@@ -93,6 +94,7 @@ def test_an_edit_discards_the_approvals_given_to_the_old_arguments(
     operator, reviewer, second_reviewer, django_capture_on_commit_callbacks
 ):
     RiskRule.objects.filter(pattern="send_*").update(risk="critical", required_approvals=2)
+    rules_changed()  # an update around the ORM's signals
     capture = django_capture_on_commit_callbacks
     run = run_awaiting_approval(operator, capture=capture)
     approval = ApprovalRequest.objects.get(run=run)

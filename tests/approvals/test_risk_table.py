@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import RiskRule
-from approvals.risk import ApprovalStepPolicy
+from approvals.risk import ApprovalStepPolicy, rules_changed
 from runs.gates import StepRequest
 
 pytestmark = pytest.mark.django_db
@@ -94,6 +94,7 @@ def test_each_tool_gets_its_risk_and_approvals(seeded, tool, expected):
 
 def test_a_rule_with_its_own_count_and_priority_wins(seeded):
     RiskRule.objects.filter(pattern="send_*").update(risk="critical", required_approvals=2)
+    rules_changed()  # an update around the ORM's signals
     RiskRule.objects.create(pattern="get_user_*", risk="medium", required_approvals=1, priority=1)
     assert _classify("send_email", "get_user_details", "get_reservation_details") == [
         ("critical", 2),
@@ -104,9 +105,11 @@ def test_a_rule_with_its_own_count_and_priority_wins(seeded):
 
 def test_a_disabled_rule_no_longer_applies(seeded):
     RiskRule.objects.filter(pattern="cancel_*").update(enabled=False)
+    rules_changed()  # an update around the ORM's signals
     # No rule: the tool is not registered either, so it could do anything.
     assert _classify("cancel_reservation") == [("high", 1)]
     RiskRule.objects.filter(pattern="get_*").update(enabled=False)
+    rules_changed()  # an update around the ORM's signals
     assert _classify("get_user_details") == [("high", 1)]
 
 
@@ -128,3 +131,17 @@ def test_a_risk_its_server_declares_applies_only_where_no_rule_matches(seeded):
     assert _declared("cancel_reservation", "low") == ("high", 1, "rule cancel_*: high risk")
     # No declaration and no rule: unknown, so high.
     assert _declared("lookup_weather", "") == ("high", 1, "unknown tool: high risk")
+
+
+def test_a_rule_saved_in_another_process_reaches_this_one(seeded):
+    """Rules are kept per process: a save elsewhere (here: the version replaced as the other
+    process's signal does) makes this one read them again; without it, it keeps its own."""
+    from django.core.cache import cache
+
+    from approvals import risk
+
+    before = {rule.pattern: rule.risk for rule in risk.load_rules()}
+    RiskRule.objects.filter(pattern="send_*").update(risk="critical")  # no signal
+    assert {rule.pattern: rule.risk for rule in risk.load_rules()} == before
+    cache.set(risk._RULES_VERSION, "changed elsewhere")
+    assert {r.pattern: r.risk for r in risk.load_rules()}["send_*"] == "critical"

@@ -11,6 +11,7 @@ from django.test import Client
 
 from agentops.actors import Actor
 from approvals.models import RiskRule
+from approvals.risk import rules_changed
 from runs.control.create import run_create
 from runs.control.fork import run_fork
 from runs.models import Run
@@ -78,6 +79,7 @@ def test_a_transcript_card_shows_the_conversation_up_to_the_call_only(
 
 def test_the_card_says_which_rule_made_the_call_wait(reviewer, awaiting_run):
     RiskRule.objects.filter(pattern="send_*").update(required_approvals=2)
+    rules_changed()  # an update around the ORM's signals
     approval = awaiting_run.approvals.get()
     card = card_of(inbox(reviewer), approval.pk)
     reason = card[card.index("data-approval-reason") :]
@@ -171,6 +173,8 @@ def test_decisions_read_approved_and_rejected(
     from approvals.services import approval_decide
 
     RiskRule.objects.filter(pattern="send_*").update(required_approvals=2)
+
+    rules_changed()  # an update around the ORM's signals
     run = make_run(
         [{"tool": "send_email", "args": {"to": ["a@b.co"], "subject": "s", "body": "b"}}]
     )
