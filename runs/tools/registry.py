@@ -98,7 +98,7 @@ class Tool:
 
 @functools.lru_cache(maxsize=256)
 def _checked_schema(text: str) -> tuple[Draft202012Validator | None, str | None]:
-    """The validator of the JSON Schema whose canonical JSON is ``text``, or why it is not a
+    """The validator of the JSON Schema whose compact JSON is ``text``, or why it is not a
     schema: checking and building one costs a few ms, and a client (the MCP gateway's
     upstreams) sends the same few schemas with every call."""
     schema = json.loads(text)
@@ -110,7 +110,8 @@ def _checked_schema(text: str) -> tuple[Draft202012Validator | None, str | None]
 
 
 def _schema_key(schema: dict[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    # Key order kept: it decides which of several errors ``best_match`` reports.
+    return json.dumps(schema, separators=(",", ":"))
 
 
 def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
