@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
@@ -29,7 +31,7 @@ from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabular
 from projects.access import Access
 from projects.admin import ProjectScopedAdminMixin
 from runs import purges, tasks
-from runs.control import lifecycle
+from runs.control import lifecycle, settle
 from runs.models import (
     PURGE_OPEN,
     Checkpoint,
@@ -127,8 +129,33 @@ class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
             self.message_user(request, f"Cancelled {cancelled} run(s).", messages.SUCCESS)
 
 
+class SettleForm(forms.Form):
+    """What an operator knows of a call whose outcome is unknown (``step_settle``)."""
+
+    happened = forms.TypedChoiceField(
+        label="Did the call take effect?",
+        choices=[("yes", "Yes: it happened (the run goes on)"), ("no", "No: call it again")],
+        coerce=lambda value: value == "yes",
+        widget=forms.RadioSelect,
+    )
+    result = forms.JSONField(
+        label="Its result (JSON, when it happened)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+    )
+    reason = forms.CharField(
+        label="How you know",
+        max_length=lifecycle.MAX_REASON,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        help_text="Kept in the step's audit event.",
+    )
+
+
 @admin.register(Step)
 class StepAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Steps, read-only, with the one change an operator makes here: settling a call whose
+    outcome is unknown (the same service as the run page and the API)."""
+
     project_permission = "runs.view_step"
     project_field = "run__project_id"
     list_display = ["__str__", "run", "index", "tool", "status", "risk", "attempts", "updated_at"]
@@ -136,6 +163,58 @@ class StepAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["tool", "idempotency_key", "run__goal"]
     list_select_related = ["run"]
     inlines = [StepAttemptInline]
+    actions = ["settle_selected"]
+
+    def has_settle_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("runs.resume_run")
+
+    @admin.action(
+        description="Settle the unknown outcome of the selected steps…", permissions=["settle"]
+    )
+    def settle_selected(
+        self, request: HttpRequest, queryset: QuerySet[Step]
+    ) -> TemplateResponse | None:
+        """A confirmation page asking whether the calls happened (with a result) and how the
+        operator knows; once posted back, ``step_settle`` for each selected step of a project
+        where the operator may resume runs (each refusal is a message)."""
+        form = SettleForm(request.POST if "apply" in request.POST else None)
+        steps = list(queryset.select_related("run").order_by("pk"))
+        if not form.is_valid():
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Settle the unknown outcome of the selected steps?",
+                "opts": self.model._meta,
+                "steps": steps,
+                "form": form,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/runs/step/settle_selected.html", context)
+        actor = Actor.for_user(request.user)
+        access = Access(request.user)
+        happened = form.cleaned_data["happened"]
+        settled = 0
+        for step in steps:
+            if not access.can("runs.resume_run", step.run.project_id):
+                self.message_user(
+                    request, f"Step {step.pk}: not in a project you operate", messages.ERROR
+                )
+                continue
+            try:
+                settle.step_settle(
+                    run_id=step.run_id,
+                    step_id=step.pk,
+                    actor=actor,
+                    happened=happened,
+                    result=form.cleaned_data["result"] if happened else None,
+                    reason=form.cleaned_data["reason"],
+                )
+            except (Conflict, InvalidInput, Run.DoesNotExist, Step.DoesNotExist) as exc:
+                self.message_user(request, f"Step {step.pk}: not settled ({exc})", messages.ERROR)
+            else:
+                settled += 1
+        if settled:
+            self.message_user(request, f"Settled {settled} step(s).", messages.SUCCESS)
+        return None
 
 
 @admin.register(StepAttempt)

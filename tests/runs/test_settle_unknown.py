@@ -142,3 +142,31 @@ def test_the_run_page_settles_it_and_refuses_who_may_not(
     assert (step.status, step.result) == ("succeeded", {"quote": 7})
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert 'data-action="settle-happened"' not in page
+
+
+def test_admin_settles_it_after_a_confirmation_that_needs_a_reason(
+    admin_client, run, unknown, django_capture_on_commit_callbacks
+):
+    url = "/admin/runs/step/"
+    chosen = {"action": "settle_selected", "_selected_action": [unknown["id"]]}
+    with assert_unchanged():
+        page = admin_client.post(url, chosen)
+        assert page.status_code == 200
+        assert "Settle the unknown outcome of the selected steps?" in page.content.decode()
+        missing = admin_client.post(url, {**chosen, "apply": "yes", "happened": "yes"})
+        assert missing.status_code == 200  # the form again: no reason given
+        assert "This field is required" in missing.content.decode()
+    body = {
+        **chosen,
+        "apply": "yes",
+        "happened": "yes",
+        "result": '{"quote": 9}',
+        "reason": "confirmed with the provider",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        done = admin_client.post(url, body, follow=True)
+    assert "Settled 1 step(s)." in done.content.decode()
+    step = run.steps.get(pk=unknown["id"])
+    assert (step.status, step.result) == ("succeeded", {"quote": 9})
+    event = AuditEvent.objects.filter(run_id=run.pk, verb="step.succeeded").get()
+    assert event.payload["settled"]["reason"] == "confirmed with the provider"
