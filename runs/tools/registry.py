@@ -4,11 +4,17 @@ A tool is a Python callable ``fn(args: dict, ctx: ToolContext) -> JSON`` registe
 with a JSON Schema (draft 2020-12) for its arguments, a risk level, whether it has side
 effects, and a timeout in seconds. Arguments are checked against the schema before a step is
 accepted (``validate_args``).
+
+A tool may also declare its *error form* (``error_when``): how a result it returns, instead of
+raising, says the call was refused or went wrong (τ-bench's airline tools answer ``"Error:
+..."``). Such a step still completes, with the result on record for the agent, but it is marked
+a tool error (``tool_error_of``). Tools agentops replays or whose calls a client reports, but
+does not run, declare their error form by name (``declare_error_form``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +55,19 @@ class ToolContext:
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Any]
 
+# A tool's error form: whether a result (any JSON value) it returned is an error answer.
+ErrorWhen = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class ErrorPrefix:
+    """The error form "a string that starts with ``prefix``" (τ-bench's ``"Error: ..."``)."""
+
+    prefix: str
+
+    def __call__(self, result: Any) -> bool:
+        return isinstance(result, str) and result.startswith(self.prefix)
+
 
 @dataclass(frozen=True)
 class PreviewContext:
@@ -71,7 +90,8 @@ class Tool:
     """A registered tool. ``risk`` is one of low, medium, high, critical; ``timeout_seconds``
     bounds one attempt; ``max_attempts`` counts the first attempt too. ``idempotent``: calling
     it twice with the same idempotency key has the effect of one call (the outside system
-    deduplicates by key), so a call whose outcome is unknown may be repeated."""
+    deduplicates by key), so a call whose outcome is unknown may be repeated. ``error_when``
+    (optional) is its error form: a result it holds true for is a tool error."""
 
     name: str
     fn: ToolFn
@@ -83,6 +103,7 @@ class Tool:
     max_attempts: int = 3
     idempotent: bool = True
     preview: PreviewFn | None = None
+    error_when: ErrorWhen | None = None
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -116,6 +137,8 @@ def schema_invalid(schema: Any) -> str | None:
 
 
 _REGISTRY: dict[str, Tool] = {}
+# The error forms of tools agentops does not run (recorded or client-run tools), by name.
+_ERROR_FORMS: dict[str, ErrorWhen] = {}
 
 
 def register(
@@ -129,12 +152,14 @@ def register(
     max_attempts: int = 3,
     idempotent: bool | None = None,
     preview: PreviewFn | None = None,
+    error_when: ErrorWhen | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
 
     ``idempotent`` defaults to True for tools without side effects and False for the others.
     ``preview`` (optional, ``PreviewFn``) describes what a call would change without making
     it; reviewers see it on the call's approval card (``runs.tools.preview.tool_preview``).
+    ``error_when`` (optional, ``ErrorWhen``) is the tool's error form (``tool_error_of``).
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -156,10 +181,36 @@ def register(
             max_attempts=max_attempts,
             idempotent=(not side_effects) if idempotent is None else idempotent,
             preview=preview,
+            error_when=error_when,
         )
         return fn
 
     return decorate
+
+
+def declare_error_form(names: Iterable[str], error_when: ErrorWhen) -> None:
+    """Declare ``error_when`` the error form of the tools ``names`` as agentops meets them
+    without running them: tools whose recorded outputs transcript runs replay. A registered
+    tool of the same name that declares its own ``error_when`` is judged by that.
+
+    Raises:
+        ValueError: one of ``names`` already has a declared form.
+    """
+    names = list(names)
+    taken = sorted(set(names) & set(_ERROR_FORMS))
+    if taken:
+        raise ValueError(f"tools {taken} already have a declared error form")
+    _ERROR_FORMS.update(dict.fromkeys(names, error_when))
+
+
+def tool_error_of(name: str, result: Any) -> bool:
+    """Whether ``result`` (any JSON value) is an error answer of the tool ``name``: by the
+    registered tool's ``error_when`` when it has one, else by the form declared for the name
+    (``declare_error_form``); False for a tool with neither."""
+    tool = _REGISTRY.get(name)
+    error_when = tool.error_when if tool is not None else None
+    error_when = error_when or _ERROR_FORMS.get(name)
+    return bool(error_when is not None and error_when(result))
 
 
 def get_tool(name: str) -> Tool | None:
