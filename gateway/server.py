@@ -261,7 +261,7 @@ class _Mounted:
         # An isError result is the tool's own error answer: the call happened, and the step
         # completes with it, marked a tool error.
         answered: dict[str, Any] = {"result": answer}
-        if result.isError:
+        if result.is_error:
             answered["is_error"] = True
         await record(actor=caller.actor, step=step, report=answered)
         return result

@@ -101,3 +101,19 @@ def send_stuck(args: dict[str, Any], ctx: ToolContext) -> None:
     with Path(args["path"]).open("a") as calls:
         calls.write(f"{ctx.idempotency_key}\n")
     re.match(r"(a+)+$", "a" * 64 + "b")
+
+
+def _refused(result: Any) -> bool:
+    return isinstance(result, dict) and "refused" in result
+
+
+@register(
+    "test_refusing",
+    description="Answers {'refused': why} when asked to refuse, else {'done': true}; that "
+    "answer is its declared error form (tests only).",
+    error_when=_refused,
+)
+def refusing(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    if args.get("refuse"):
+        return {"refused": "the amount does not add up"}
+    return {"done": True}
