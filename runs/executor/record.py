@@ -98,7 +98,7 @@ def outcome_of(claim: Claim, actor: Actor) -> Outcome:
     return call_tool(tool, step.args, ctx)
 
 
-def tool_error_mark(tool_error: bool) -> dict[str, bool]:
+def tool_error_mark(tool_error: bool) -> dict[str, Any]:
     """What a step's ``succeeded`` audit event adds for a tool error: ``{"tool_error":
     true}``, else nothing (the payload of a plain success is unchanged)."""
     return {"tool_error": True} if tool_error else {}
