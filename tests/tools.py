@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.tools import ToolContext, register
+from runs.tools import ToolContext, declare_error_form, register
 
 CALLS: dict[str, int] = {}
 _release = threading.Event()
@@ -117,3 +117,11 @@ def refusing(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if args.get("refuse"):
         return {"refused": "the amount does not add up"}
     return {"done": True}
+
+
+def _broken_form(result: Any) -> bool:
+    raise KeyError("a form that fails on every result")
+
+
+# A recorded tool whose declared error form raises (tests only).
+declare_error_form(["test_broken_form"], _broken_form)

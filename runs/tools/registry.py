@@ -8,18 +8,23 @@ accepted (``validate_args``).
 A tool may also declare its *error form* (``error_when``): how a result it returns, instead of
 raising, says the call was refused or went wrong (τ-bench's airline tools answer ``"Error:
 ..."``). Such a step still completes, with the result on record for the agent, but it is marked
-a tool error (``tool_error_of``). Tools agentops replays or whose calls a client reports, but
-does not run, declare their error form by name (``declare_error_form``).
+a tool error (``tool_error_of``). Tools whose recorded outputs agentops replays without
+running them (transcript runs) have their error form declared by name
+(``declare_error_form``). A client that runs a tool itself says so in its report instead
+(``is_error``, ``runs.executor.client``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
+
+logger = logging.getLogger(__name__)
 
 
 class ToolError(Exception):
@@ -137,7 +142,7 @@ def schema_invalid(schema: Any) -> str | None:
 
 
 _REGISTRY: dict[str, Tool] = {}
-# The error forms of tools agentops does not run (recorded or client-run tools), by name.
+# The error forms of tools agentops replays without running them, by name.
 _ERROR_FORMS: dict[str, ErrorWhen] = {}
 
 
@@ -206,11 +211,18 @@ def declare_error_form(names: Iterable[str], error_when: ErrorWhen) -> None:
 def tool_error_of(name: str, result: Any) -> bool:
     """Whether ``result`` (any JSON value) is an error answer of the tool ``name``: by the
     registered tool's ``error_when`` when it has one, else by the form declared for the name
-    (``declare_error_form``); False for a tool with neither."""
+    (``declare_error_form``); False for a tool with neither, and for an error form that
+    raises (logged: recording the call's outcome must not fail on it)."""
     tool = _REGISTRY.get(name)
     error_when = tool.error_when if tool is not None else None
     error_when = error_when or _ERROR_FORMS.get(name)
-    return bool(error_when is not None and error_when(result))
+    if error_when is None:
+        return False
+    try:
+        return bool(error_when(result))
+    except Exception:
+        logger.exception("the error form of tool %r raised; the result counts as none", name)
+        return False
 
 
 def get_tool(name: str) -> Tool | None:

@@ -13,7 +13,7 @@ from agentops.actors import Actor
 from audit.models import AuditEvent
 from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
-from runs.tools import ErrorPrefix, tool_error_of
+from runs.tools import ErrorPrefix, declare_error_form, tool_error_of
 from tests.api.conftest import RUNS_URL, run_url, token_client
 from testsupport.factories import plan_run
 from testsupport.state import assert_unchanged
@@ -174,3 +174,13 @@ def test_error_forms_judge_only_their_own_tools():
     assert not tool_error_of("no_such_tool", REFUSAL)
     assert ErrorPrefix("Error:")("Error: x")
     assert not ErrorPrefix("Error:")(None)
+
+
+def test_a_second_form_for_a_name_is_refused_and_a_form_that_raises_counts_as_none(caplog):
+    with pytest.raises(ValueError, match="book_reservation"):
+        declare_error_form(["think", "book_reservation"], ErrorPrefix("OK"))
+    # Nothing was declared: both keep the airline form.
+    assert tool_error_of("think", REFUSAL)
+    assert not tool_error_of("think", "OK then")
+    assert tool_error_of("test_broken_form", REFUSAL) is False
+    assert "the error form of tool 'test_broken_form' raised" in caplog.text
