@@ -6,6 +6,7 @@ the runs list show it as one, not as a success."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -34,27 +35,30 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def replayed(operator, reviewer, django_capture_on_commit_callbacks) -> Run:
+def start(operator, capture) -> Run:  # type: ignore[no-untyped-def]
     item = json.loads((DATA_DIR / "trajectories.json").read_text())[CONVERSATION]
     assert (item["task_id"], item["trial"]) == (0, 1)
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
+    with capture(execute=True):
+        return run_create(
             actor=Actor.for_user(operator),
             agent="transcript",
             goal="Task 0, trial 1",
             transcript=item["traj"],
         )
+
+
+def approve_next(run: Run, reviewer, capture) -> None:  # type: ignore[no-untyped-def]
+    approval = ApprovalRequest.objects.get(step__run=run, status=ApprovalStatus.PENDING)
+    with capture(execute=True):
+        approval_decide(approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="approve")
+
+
+@pytest.fixture
+def replayed(operator, reviewer, django_capture_on_commit_callbacks) -> Run:
+    run = start(operator, django_capture_on_commit_callbacks)
     # Each booking waits for a reviewer: approve them as they come.
     for _ in range(2):
-        approval = ApprovalRequest.objects.get(step__run=run, status=ApprovalStatus.PENDING)
-        with django_capture_on_commit_callbacks(execute=True):
-            approval_decide(
-                approval_id=approval.pk,
-                actor=Actor.for_user(reviewer),
-                decision="approve",
-                comment="ok",
-            )
+        approve_next(run, reviewer, django_capture_on_commit_callbacks)
     return Run.objects.get(pk=run.pk)
 
 
@@ -98,3 +102,23 @@ def test_the_api_marks_the_tool_error(operator, replayed):
     body = token_client(operator).get(run_url(replayed.pk)).json()
     assert [s["tool_error"] for s in body["steps"]] == [False, False, False, True, False, False]
     assert [s["status"] for s in body["steps"]] == ["succeeded"] * 6
+
+
+def test_the_reviewer_of_the_second_booking_sees_the_first_was_refused(
+    client, operator, reviewer, django_capture_on_commit_callbacks
+):
+    run = start(operator, django_capture_on_commit_callbacks)
+    approve_next(run, reviewer, django_capture_on_commit_callbacks)
+    assert run.steps.get(index=3).tool_error
+    client.force_login(reviewer)
+    html = client.get(reverse("approval-inbox")).content.decode()
+    badges = re.findall(
+        r'<span class="mono">#(\d+) (\w+)</span>\s*<span [^>]*data-step-badge>([^<]+)</span>', html
+    )
+    assert badges == [
+        ("0", "search_direct_flight", "succeeded"),
+        ("1", "search_onestop_flight", "succeeded"),
+        ("2", "get_user_details", "succeeded"),
+        ("3", "book_reservation", "tool error"),
+        ("4", "think", "succeeded"),
+    ]
