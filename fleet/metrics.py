@@ -5,7 +5,8 @@ Metrics (all gauges unless said):
 
 - ``agentops_runs{status}``: runs by status as shown (``awaiting_approval`` for a run waiting
   for a reviewer), every status present, 0 included;
-- ``agentops_steps{status}``: steps by status as shown;
+- ``agentops_steps{status}``: steps by status as shown, with the succeeded steps whose tool
+  answered with an error (``Step.tool_error``) as ``tool_error`` rather than ``succeeded``;
 - ``agentops_approvals_pending``: approval requests waiting for a decision;
 - ``agentops_approval_wait_seconds`` (histogram): for the approvals decided (approved or
   rejected) and still kept, the time from request to decision, in seconds;
@@ -32,10 +33,18 @@ from fleet.broker import queue_states
 from fleet.models import TaskRecord, TaskState
 from fleet.selectors import approval_wait_seconds
 from runs.models import Run, Step
-from runs.statuses import run_status_choices, run_status_info, step_status_choices, step_status_info
+from runs.statuses import (
+    StepStatus,
+    run_status_choices,
+    run_status_info,
+    step_status_choices,
+    step_status_info,
+)
 
 logger = logging.getLogger(__name__)
 
+# The status label of the succeeded steps whose tool answered with an error.
+TOOL_ERROR = "tool_error"
 # Upper bounds (seconds) of the approval wait histogram's buckets: from a quick look to a day.
 APPROVAL_WAIT_BUCKETS = (10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
@@ -56,8 +65,12 @@ class FleetCollector(Collector):
 
         steps = GaugeMetricFamily("agentops_steps", "Steps by status.", labels=["status"])
         step_counts = {value: 0 for value, _ in step_status_choices()}
-        for row in Step.objects.values("status", "gate").annotate(n=Count("id")).order_by():
+        step_counts[TOOL_ERROR] = 0
+        by_status = Step.objects.values("status", "gate", "tool_error").annotate(n=Count("id"))
+        for row in by_status.order_by():
             shown = step_status_info(row["status"], row["gate"]).value
+            if row["tool_error"] and row["status"] == StepStatus.SUCCEEDED:
+                shown = TOOL_ERROR
             step_counts[shown] = step_counts.get(shown, 0) + row["n"]
         for status, n in step_counts.items():
             steps.add_metric([status], n)

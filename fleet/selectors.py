@@ -131,7 +131,8 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
       ``now``; ``bucket_seconds`` their width;
     - ``runs_per_minute``: runs created in each bucket, per minute of bucket width;
     - ``steps_per_minute``: steps that finished (succeeded or failed) in each bucket, per
-      minute;
+      minute; ``tool_errors_per_minute``: those of them whose tool answered with an error
+      (succeeded steps marked ``tool_error``);
     - ``failure_rate``: of the runs that finished in each bucket as succeeded or failed, the
       fraction that failed (0 to 1; None without such runs). Cancelled runs are an
       operator's choice, neither;
@@ -140,7 +141,8 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
       decision (None without decisions);
     - ``cost_by_agent``: ``[{"agent", "label", "cost_usd", "runs"}]`` of the runs created in
       the window, by agent kind, costliest first;
-    - ``totals``: the same over the whole window (``runs``, ``steps``, ``runs_succeeded``,
+    - ``totals``: the same over the whole window (``runs``, ``steps``, ``step_tool_errors``,
+      ``runs_succeeded``,
       ``runs_failed``, ``failure_rate``, ``approvals_decided``, ``approval_wait_p50``,
       ``approval_wait_p95``, ``cost_usd``).
 
@@ -181,12 +183,13 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
         "run__project_id",
         project_ids,
     )
-    step_rows = (
+    step_rows = list(
         finished_steps.annotate(bucket=DateBin(width, "finished_at"))
         .values("bucket")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("id"), tool_errors=Count("id", filter=Q(tool_error=True)))
     )
     step_counts = series(step_rows, "n")
+    tool_error_counts = series(step_rows, "tool_errors")
 
     ended = (
         runs.filter(finished_at__gte=first, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED])
@@ -240,6 +243,7 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
         "buckets": [start.isoformat() for start in starts],
         "runs_per_minute": [n / minutes for n in run_counts],
         "steps_per_minute": [n / minutes for n in step_counts],
+        "tool_errors_per_minute": [n / minutes for n in tool_error_counts],
         "failure_rate": [
             failed / total if total else None
             for failed, total in zip(failed_counts, ended_counts, strict=True)
@@ -250,6 +254,7 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
         "totals": {
             "runs": sum(run_counts),
             "steps": sum(step_counts),
+            "step_tool_errors": sum(tool_error_counts),
             "runs_succeeded": ended_total - failed_total,
             "runs_failed": failed_total,
             "failure_rate": failed_total / ended_total if ended_total else None,

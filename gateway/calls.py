@@ -207,7 +207,8 @@ def step_state(step_id: int) -> CallStep:
 
 
 def step_outcome(*, actor: Actor, step: CallStep, report: dict[str, Any]) -> None:
-    """Record what the upstream answered (``{"result": ...}``), that it could not be reached
+    """Record what the upstream answered (``{"result": ...}``, with ``"is_error": true`` for
+    an ``isError`` result), that it could not be reached
     (``{"error": ...}``) or that its outcome is unknown (``{"outcome": "unknown"}``) on a ready
     step (``runs.executor.client.step_report``)."""
     client.step_report(actor=actor, run_id=step.run_id, step_id=step.id, report=report)

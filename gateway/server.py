@@ -258,7 +258,12 @@ class _Mounted:
                 "whether it took effect is unknown, so it is not repeated; an operator settles it"
             )
         answer = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        await record(actor=caller.actor, step=step, report={"result": answer})
+        # An isError result is the tool's own error answer: the call happened, and the step
+        # completes with it, marked a tool error.
+        answered: dict[str, Any] = {"result": answer}
+        if result.is_error:
+            answered["is_error"] = True
+        await record(actor=caller.actor, step=step, report=answered)
         return result
 
     @staticmethod

@@ -5,9 +5,10 @@ class RunsConfig(AppConfig):
     name = "runs"
 
     def ready(self) -> None:
-        # Registering the built-in tools is an import side effect of their module.
+        # Registering the built-in tools (and the error forms of the τ-bench tools that
+        # transcript runs replay) is an import side effect of their modules.
         from runs import wakeups
         from runs.tasks import CeleryWakeups
-        from runs.tools import builtin  # noqa: F401
+        from runs.tools import builtin, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())

@@ -245,6 +245,10 @@ class Step(ConcurrentTransitionMixin, models.Model):
     session or token appended it): four eyes keeps them from deciding its approval.
     ``recorded_result`` holds the recorded output a transcript step replays instead of calling
     a tool (None for live tools).
+    ``tool_error`` marks a succeeded step whose tool answered with an error instead of a
+    result (an MCP result with ``isError``, a client's report with ``is_error``, or a result
+    in the error form its tool declares, ``runs.tools.tool_error_of``): the call happened and
+    its answer is on record for the agent, but it did not do what was asked.
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
     is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
@@ -262,6 +266,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
         "lease_owner",
         "lease_expires_at",
         "result",
+        "tool_error",
         "error",
         "started_at",
         "finished_at",
@@ -299,6 +304,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
     lease_owner = models.CharField(max_length=128, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
+    tool_error = models.BooleanField(default=False, db_default=False)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -401,9 +407,11 @@ class Step(ConcurrentTransitionMixin, models.Model):
         self.finished_at = None
 
     @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.SUCCEEDED)
-    def succeed(self, *, result: Any, now: Any) -> None:
-        """running → succeeded with the verbatim ``result``."""
+    def succeed(self, *, result: Any, now: Any, tool_error: bool = False) -> None:
+        """running → succeeded with the verbatim ``result``; ``tool_error`` when the tool
+        answered with an error (the step still completed: the run goes on with it)."""
         self.result = result
+        self.tool_error = tool_error
         self.error = None
         self.finished_at = now
         self.lease_owner, self.lease_expires_at = "", None
@@ -428,6 +436,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
         """failed (outcome unknown) → succeeded: an operator says the call took effect and
         gives its ``result``."""
         self.result = result
+        self.tool_error = False
         self.error = None
         self.finished_at = now
 

@@ -56,12 +56,13 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
-STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status")
+STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status", "tool_error")
 
 
 def step_summaries(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[dict[str, object]]]:
-    """The steps of each of ``run_ids`` as ``{"id", "index", "tool", "risk", "status"}`` dicts
-    in index order, in one query (plain values: a page of runs can hold thousands of steps)."""
+    """The steps of each of ``run_ids`` as ``{"id", "index", "tool", "risk", "status",
+    "tool_error"}`` dicts in index order, in one query (plain values: a page of runs can hold
+    thousands of steps)."""
     found: dict[uuid.UUID, list[dict[str, object]]] = {}
     rows = (
         Step.objects.filter(run_id__in=run_ids)
@@ -75,14 +76,21 @@ def step_summaries(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[dict[str
     return found
 
 
-def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
-    """(steps in all, steps succeeded) of each of ``run_ids``, in one query."""
+def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int, int]]:
+    """(steps in all, steps succeeded, tool errors) of each of ``run_ids``, in one query: a
+    step whose tool answered with an error (``Step.tool_error``) counts as a tool error, not
+    as succeeded."""
+    succeeded = Q(status=StepStatus.SUCCEEDED)
     rows = (
         Step.objects.filter(run_id__in=run_ids)
         .values("run_id")
-        .annotate(total=Count("id"), done=Count("id", filter=Q(status=StepStatus.SUCCEEDED)))
+        .annotate(
+            total=Count("id"),
+            done=Count("id", filter=succeeded & Q(tool_error=False)),
+            tool_errors=Count("id", filter=succeeded & Q(tool_error=True)),
+        )
     )
-    return {row["run_id"]: (row["total"], row["done"]) for row in rows}
+    return {row["run_id"]: (row["total"], row["done"], row["tool_errors"]) for row in rows}
 
 
 def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:

@@ -44,7 +44,9 @@ class StepSerializer(serializers.ModelSerializer[Step]):
     """A step with its approval and every attempt (``attempt_history``).
 
     Expects the step loaded by ``runs.selectors.steps_with_details`` (no extra queries).
-    ``duration_ms`` (ms) spans the last attempt; ``result`` is the tool's verbatim output.
+    ``duration_ms`` (ms) spans the last attempt; ``result`` is the tool's verbatim output;
+    ``tool_error`` is true when that output is the tool's error answer (the step still
+    succeeded: the call happened and its answer went to the agent).
     """
 
     approval = serializers.SerializerMethodField()
@@ -72,6 +74,7 @@ class StepSerializer(serializers.ModelSerializer[Step]):
             "executor",
             "args_schema",
             "result",
+            "tool_error",
             "error",
             "usage",
             "budget_crossing",
@@ -243,11 +246,17 @@ class AppendStepSerializer(StepInputSerializer):
 
 class StepReportSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/steps/{step_id}/result/``: exactly one of ``result`` (any
-    JSON: the tool's output), ``error`` (``{"type": str, "message": str, "retryable":
-    bool}``) or ``outcome`` (``"unknown"``: the client cannot tell whether the call took
-    effect)."""
+    JSON: the tool's output; with ``is_error`` true when it is the tool's error answer, such
+    as an MCP result with ``isError``), ``error`` (``{"type": str, "message": str,
+    "retryable": bool}``: the tool could not be run) or ``outcome`` (``"unknown"``: the client
+    cannot tell whether the call took effect)."""
 
     result = serializers.JSONField(required=False, allow_null=True)
+    is_error = serializers.BooleanField(
+        required=False,
+        help_text="With result only: the result is the tool's error answer. The step still "
+        "succeeds (the agent gets the answer) and is marked a tool error.",
+    )
     error = serializers.DictField(required=False)
     outcome = serializers.ChoiceField(choices=["unknown"], required=False)
 

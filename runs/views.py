@@ -52,8 +52,8 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
-    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, wall
-    time in ms), the
+    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, tool
+    errors, wall time in ms), the
     filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
     then no runs are listed, rather than runs the user would take for filtered ones)."""
     access = Access(request.user)
@@ -85,7 +85,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
     now = timezone.now()
     rows = [
-        (run, *counts.get(run.pk, (0, 0)), selectors.run_wall_time_ms(run, now=now))
+        (run, *counts.get(run.pk, (0, 0, 0)), selectors.run_wall_time_ms(run, now=now))
         for run in page.object_list
     ]
     context.update(page=page, rows=rows)
@@ -155,7 +155,10 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "states": step_states(steps),
         "anchors": anchors,
         "steps": steps,
-        "steps_done": sum(step.status == StepStatus.SUCCEEDED for step in steps),
+        "steps_done": sum(
+            step.status == StepStatus.SUCCEEDED and not step.tool_error for step in steps
+        ),
+        "tool_errors": sum(step.tool_error for step in steps),
         "fork_until": leading_succeeded,
         "events": latest[::-1],
         "events_total": events.count() if len(latest) == TIMELINE_EVENTS else len(latest),

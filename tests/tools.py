@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.tools import ToolContext, register
+from runs.tools import ToolContext, declare_error_form, register
 
 CALLS: dict[str, int] = {}
 _release = threading.Event()
@@ -101,3 +101,27 @@ def send_stuck(args: dict[str, Any], ctx: ToolContext) -> None:
     with Path(args["path"]).open("a") as calls:
         calls.write(f"{ctx.idempotency_key}\n")
     re.match(r"(a+)+$", "a" * 64 + "b")
+
+
+def _refused(result: Any) -> bool:
+    return isinstance(result, dict) and "refused" in result
+
+
+@register(
+    "test_refusing",
+    description="Answers {'refused': why} when asked to refuse, else {'done': true}; that "
+    "answer is its declared error form (tests only).",
+    error_when=_refused,
+)
+def refusing(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    if args.get("refuse"):
+        return {"refused": "the amount does not add up"}
+    return {"done": True}
+
+
+def _broken_form(result: Any) -> bool:
+    raise KeyError("a form that fails on every result")
+
+
+# A recorded tool whose declared error form raises (tests only).
+declare_error_form(["test_broken_form"], _broken_form)

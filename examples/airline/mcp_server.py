@@ -155,7 +155,7 @@ def build_server(airline: Airline, data_dir: Path = DEFAULT_DATA_DIR) -> Server[
             logger.info("airline tool %r failed on world %r: %r", params.name, world, exc)
             output = f"Error: {exc}"
         return types.CallToolResult(
-            content=[types.TextContent(text=output)], is_error=output.startswith("Error:")
+            content=[types.TextContent(text=output)], is_error=tools.is_error(output)
         )
 
     return Server(

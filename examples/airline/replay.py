@@ -202,7 +202,8 @@ async def replay_one(
             model_settings=ModelSettings(parallel_tool_calls=False),
             tools=list(airline_tools(store, world, specs)),
         )
-        governed, hooks = govern(agent, handle), AgentOpsHooks(handle, price=price)
+        governed = govern(agent, handle, error_when=tools.is_error)
+        hooks = AgentOpsHooks(handle, price=price)
         history: list[Any] = []
         for i, message in enumerate(traj):
             answered = any(m["role"] == "assistant" for m in traj[i + 1 : i + 2])

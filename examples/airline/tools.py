@@ -62,6 +62,12 @@ AIRPORTS = {
 }
 
 
+def is_error(output: Any) -> bool:
+    """Whether ``output`` is a tool's error answer: τ-bench's tools refuse a call with a
+    string that starts with ``"Error:"`` (agentops marks such a step a tool error)."""
+    return isinstance(output, str) and output.startswith("Error:")
+
+
 def tool_specs(data_dir: Path = DEFAULT_DATA_DIR) -> list[dict[str, Any]]:
     """The tools as OpenAI function specs (``tools.json`` of the data directory)."""
     specs: list[dict[str, Any]] = json.loads((data_dir / "tools.json").read_text())

@@ -101,6 +101,7 @@ def run_fork(
                 recorded_result=old.recorded_result,
                 status=StepStatus.SUCCEEDED,
                 result=old.result,
+                tool_error=old.tool_error,
                 max_attempts=old.max_attempts,
                 timeout_seconds=old.timeout_seconds,
             )

@@ -5,7 +5,10 @@ instead of going to the workers: its client reads the final arguments (a reviewe
 edited them) and the idempotency key, runs the tool, and reports the outcome
 (``step_report``):
 
-- ``{"result": <any JSON>}``: the step succeeds with it and the run moves on;
+- ``{"result": <any JSON>}``: the step succeeds with it and the run moves on; with
+  ``"is_error": true`` beside it (an MCP result with ``isError``, a tool's error answer) the
+  step still succeeds (the call happened, its answer is for the agent) but is marked a tool
+  error (``Step.tool_error``);
 - ``{"error": {"type": str, "message": str, "retryable": bool}}``: with ``retryable`` and
   attempts left the step is ``ready`` again; otherwise it fails, and the run with it;
 - ``{"outcome": "unknown"}``: the client cannot tell whether the call took effect (it
@@ -33,12 +36,14 @@ from audit.models import run_chain
 from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
-from runs.executor.record import fail_or_retry
+from runs.executor.record import fail_or_retry, tool_error_mark
 from runs.models import Checkpoint, Executor, Run, Step, StepAttempt, ToolCall
 from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, CallStatus, RunStatus, StepStatus
 from runs.transitions import record_transition, save_run, save_step
 
 REPORT_KEYS = {"result", "error", "outcome"}
+# Optional beside ``result``: whether the tool answered with an error.
+RESULT_FLAGS = {"is_error"}
 # Audit events of a report's transaction: the step running, then succeeded (reserved ids).
 _REPORT_EVENTS = 2
 ERROR_KEYS = {"type", "message", "retryable"}
@@ -49,30 +54,42 @@ MAX_REPORT_BYTES = 1_000_000
 class Report:
     """A client's report on a tool it ran: ``kind`` is ``result``, ``error`` or ``unknown``;
     ``value`` the result or the error object; ``raw`` the report as sent (kept in the
-    ledger)."""
+    ledger); ``tool_error`` whether a result is the tool's error answer (``is_error``)."""
 
     kind: str
     value: Any
     raw: dict[str, Any]
+    tool_error: bool = False
 
 
 def parse_report(raw: Any) -> Report:
-    """Check a report: exactly one of ``{"result": any}``, ``{"error": {"type": str,
-    "message": str, "retryable": bool}}``, ``{"outcome": "unknown"}``.
+    """Check a report: exactly one of ``{"result": any}`` (optionally with ``"is_error":
+    bool``), ``{"error": {"type": str, "message": str, "retryable": bool}}``,
+    ``{"outcome": "unknown"}``.
 
     Raises:
-        InvalidInput: anything else (an error without its keys, a result over 1 MB of JSON).
+        InvalidInput: anything else (an error without its keys, a result over 1 MB of JSON,
+            an ``is_error`` that is not a boolean or not beside a result).
     """
-    if not isinstance(raw, dict) or len(set(raw) & REPORT_KEYS) != 1 or set(raw) - REPORT_KEYS:
+    if (
+        not isinstance(raw, dict)
+        or len(set(raw) & REPORT_KEYS) != 1
+        or set(raw) - REPORT_KEYS - RESULT_FLAGS
+    ):
         raise InvalidInput(
             'a report is exactly one of {"result": ...}, {"error": {...}} or '
             '{"outcome": "unknown"}',
             field="result",
         )
+    if "is_error" in raw:
+        if "result" not in raw:
+            raise InvalidInput("is_error goes only with a result", field="is_error")
+        if not isinstance(raw["is_error"], bool):
+            raise InvalidInput("is_error must be true or false", field="is_error")
     if "result" in raw:
         if len(json.dumps(raw["result"])) > MAX_REPORT_BYTES:
             raise InvalidInput(f"result exceeds {MAX_REPORT_BYTES} bytes of JSON", field="result")
-        return Report("result", raw["result"], raw)
+        return Report("result", raw["result"], raw, tool_error=raw.get("is_error", False))
     if "outcome" in raw:
         if raw["outcome"] != "unknown":
             raise InvalidInput('outcome must be "unknown"', field="outcome")
@@ -183,7 +200,15 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
         run.duration_ms += duration_ms
         if checked.kind == "result":
             # ready → running → succeeded: both transitions audited, the row written once.
-            _succeed_locked(run, step, checked.value, actor, now, status_was=StepStatus.READY)
+            _succeed_locked(
+                run,
+                step,
+                checked.value,
+                actor,
+                now,
+                status_was=StepStatus.READY,
+                tool_error=checked.tool_error,
+            )
             advance_locked(run, actor, first_open=upcoming)
             return step
         save_step(step, status_was=StepStatus.READY)
@@ -241,13 +266,23 @@ def _unknown_error(step: Step) -> dict[str, Any]:
 
 
 def _succeed_locked(
-    run: Run, step: Step, result: Any, actor: Actor, now: Any, *, status_was: str
+    run: Run,
+    step: Step,
+    result: Any,
+    actor: Actor,
+    now: Any,
+    *,
+    status_was: str,
+    tool_error: bool,
 ) -> None:
-    """A locked running client step succeeds with ``result`` (its row had ``status_was``):
-    the step, its checkpoint and the run written; the caller advances the run."""
-    step.succeed(result=result, now=now)
+    """A locked running client step succeeds with ``result`` (its row had ``status_was``),
+    marked a tool error with ``tool_error``: the step, its checkpoint and the run written; the
+    caller advances the run."""
+    step.succeed(result=result, now=now, tool_error=tool_error)
     save_step(step, status_was=status_was)
-    record_transition(actor, step, StepStatus.RUNNING, attempt=step.attempts)
+    record_transition(
+        actor, step, StepStatus.RUNNING, attempt=step.attempts, **tool_error_mark(tool_error)
+    )
     run.state = agent_for(run.agent).checkpoint_state(
         run, index=step.index, tool=step.tool, result=result
     )

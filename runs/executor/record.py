@@ -26,7 +26,7 @@ from runs.executor.finish import fail_run_locked
 from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.models import Checkpoint, Run, Step, StepAttempt
 from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, StepStatus
-from runs.tools import ToolContext, get_tool
+from runs.tools import ToolContext, get_tool, tool_error_of
 from runs.transitions import record_transition, save_run, save_step
 from runs.wakeups import retry_step_on_commit
 
@@ -96,6 +96,12 @@ def outcome_of(claim: Claim, actor: Actor) -> Outcome:
         ),
     )
     return call_tool(tool, step.args, ctx)
+
+
+def tool_error_mark(tool_error: bool) -> dict[str, Any]:
+    """What a step's ``succeeded`` audit event adds for a tool error: ``{"tool_error":
+    true}``, else nothing (the payload of a plain success is unchanged)."""
+    return {"tool_error": True} if tool_error else {}
 
 
 def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now: Any) -> None:
@@ -175,7 +181,10 @@ def record_outcome(
         if not outcome.ok:
             fail_or_retry(run, step, outcome.error or {}, actor, now)
             return None
-        step.succeed(result=outcome.result, now=now)
+        # A result in the tool's error form completes the step all the same (the agent gets
+        # the answer), marked a tool error.
+        tool_error = tool_error_of(step.tool, outcome.result)
+        step.succeed(result=outcome.result, now=now, tool_error=tool_error)
         save_step(step, status_was=StepStatus.RUNNING)
         record_transition(
             actor,
@@ -184,6 +193,7 @@ def record_outcome(
             attempt=step.attempts,
             duration_ms=outcome.duration_ms,
             from_ledger=outcome.from_ledger,
+            **tool_error_mark(tool_error),
         )
         run.state = agent_for(run.agent).checkpoint_state(
             run, index=step.index, tool=step.tool, result=outcome.result

@@ -1,27 +1,35 @@
 """The tool registry: callables a step may name, with their argument schema and risk."""
 
 from runs.tools.registry import (
+    ErrorPrefix,
+    ErrorWhen,
     PreviewContext,
     PreviewFn,
     Tool,
     ToolContext,
     ToolError,
     all_tools,
+    declare_error_form,
     get_tool,
     register,
     schema_invalid,
     schema_problem,
+    tool_error_of,
 )
 
 __all__ = [
+    "ErrorPrefix",
+    "ErrorWhen",
     "PreviewContext",
     "PreviewFn",
     "Tool",
     "ToolContext",
     "ToolError",
     "all_tools",
+    "declare_error_form",
     "get_tool",
     "register",
     "schema_invalid",
     "schema_problem",
+    "tool_error_of",
 ]

@@ -4,18 +4,29 @@ A tool is a Python callable ``fn(args: dict, ctx: ToolContext) -> JSON`` registe
 with a JSON Schema (draft 2020-12) for its arguments, a risk level, whether it has side
 effects, and a timeout in seconds. Arguments are checked against the schema before a step is
 accepted (``validate_args``).
+
+A tool may also declare its *error form* (``error_when``): how a result it returns, instead of
+raising, says the call was refused or went wrong (τ-bench's airline tools answer ``"Error:
+..."``). Such a step still completes, with the result on record for the agent, but it is marked
+a tool error (``tool_error_of``). Tools whose recorded outputs agentops replays without
+running them (transcript runs) have their error form declared by name
+(``declare_error_form``). A client that runs a tool itself says so in its report instead
+(``is_error``, ``runs.executor.client``).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
+
+logger = logging.getLogger(__name__)
 
 
 class ToolError(Exception):
@@ -51,6 +62,19 @@ class ToolContext:
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Any]
 
+# A tool's error form: whether a result (any JSON value) it returned is an error answer.
+ErrorWhen = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class ErrorPrefix:
+    """The error form "a string that starts with ``prefix``" (τ-bench's ``"Error: ..."``)."""
+
+    prefix: str
+
+    def __call__(self, result: Any) -> bool:
+        return isinstance(result, str) and result.startswith(self.prefix)
+
 
 @dataclass(frozen=True)
 class PreviewContext:
@@ -73,7 +97,8 @@ class Tool:
     """A registered tool. ``risk`` is one of low, medium, high, critical; ``timeout_seconds``
     bounds one attempt; ``max_attempts`` counts the first attempt too. ``idempotent``: calling
     it twice with the same idempotency key has the effect of one call (the outside system
-    deduplicates by key), so a call whose outcome is unknown may be repeated."""
+    deduplicates by key), so a call whose outcome is unknown may be repeated. ``error_when``
+    (optional) is its error form: a result it holds true for is a tool error."""
 
     name: str
     fn: ToolFn
@@ -85,6 +110,7 @@ class Tool:
     max_attempts: int = 3
     idempotent: bool = True
     preview: PreviewFn | None = None
+    error_when: ErrorWhen | None = None
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -139,6 +165,8 @@ def schema_invalid(schema: Any) -> str | None:
 
 
 _REGISTRY: dict[str, Tool] = {}
+# The error forms of tools agentops replays without running them, by name.
+_ERROR_FORMS: dict[str, ErrorWhen] = {}
 
 
 def register(
@@ -152,12 +180,14 @@ def register(
     max_attempts: int = 3,
     idempotent: bool | None = None,
     preview: PreviewFn | None = None,
+    error_when: ErrorWhen | None = None,
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
 
     ``idempotent`` defaults to True for tools without side effects and False for the others.
     ``preview`` (optional, ``PreviewFn``) describes what a call would change without making
     it; reviewers see it on the call's approval card (``runs.tools.preview.tool_preview``).
+    ``error_when`` (optional, ``ErrorWhen``) is the tool's error form (``tool_error_of``).
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -179,10 +209,43 @@ def register(
             max_attempts=max_attempts,
             idempotent=(not side_effects) if idempotent is None else idempotent,
             preview=preview,
+            error_when=error_when,
         )
         return fn
 
     return decorate
+
+
+def declare_error_form(names: Iterable[str], error_when: ErrorWhen) -> None:
+    """Declare ``error_when`` the error form of the tools ``names`` as agentops meets them
+    without running them: tools whose recorded outputs transcript runs replay. A registered
+    tool of the same name that declares its own ``error_when`` is judged by that.
+
+    Raises:
+        ValueError: one of ``names`` already has a declared form.
+    """
+    names = list(names)
+    taken = sorted(set(names) & set(_ERROR_FORMS))
+    if taken:
+        raise ValueError(f"tools {taken} already have a declared error form")
+    _ERROR_FORMS.update(dict.fromkeys(names, error_when))
+
+
+def tool_error_of(name: str, result: Any) -> bool:
+    """Whether ``result`` (any JSON value) is an error answer of the tool ``name``: by the
+    registered tool's ``error_when`` when it has one, else by the form declared for the name
+    (``declare_error_form``); False for a tool with neither, and for an error form that
+    raises (logged: recording the call's outcome must not fail on it)."""
+    tool = _REGISTRY.get(name)
+    error_when = tool.error_when if tool is not None else None
+    error_when = error_when or _ERROR_FORMS.get(name)
+    if error_when is None:
+        return False
+    try:
+        return bool(error_when(result))
+    except Exception:
+        logger.exception("the error form of tool %r raised; the result counts as none", name)
+        return False
 
 
 def get_tool(name: str) -> Tool | None:

@@ -50,7 +50,11 @@
   }
 
   var charts = {
-    throughput: lineChart("throughput", ["Runs created / min", "Steps finished / min"], {}),
+    throughput: lineChart(
+      "throughput",
+      ["Runs created / min", "Steps finished / min", "Tool errors / min"],
+      {}
+    ),
     failures: lineChart("failures", ["Failed runs (%)"], { suggestedMax: 100 }),
     approvals: lineChart("approvals", ["p50 (s)", "p95 (s)"], {}),
     cost: new window.Chart(root.querySelector('[data-chart="cost"]'), {
@@ -77,6 +81,7 @@
     var shown = {
       runs: String(totals.runs),
       steps: String(totals.steps),
+      step_tool_errors: String(totals.step_tool_errors),
       failure_rate:
         totals.failure_rate === null ? "—" : (totals.failure_rate * 100).toFixed(1) + " %",
       approval_wait_p50: seconds(totals.approval_wait_p50),
@@ -98,6 +103,7 @@
     charts.throughput.data.labels = labels;
     charts.throughput.data.datasets[0].data = data.runs_per_minute;
     charts.throughput.data.datasets[1].data = data.steps_per_minute;
+    charts.throughput.data.datasets[2].data = data.tool_errors_per_minute;
     charts.failures.data.labels = labels;
     charts.failures.data.datasets[0].data = data.failure_rate.map(function (rate) {
       return rate === null ? null : rate * 100;

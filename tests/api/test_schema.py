@@ -76,3 +76,13 @@ def test_request_bodies_document_what_their_serializers_refuse(tmp_path):
     assert (messages["minItems"], messages["maxItems"]) == (1, 200)
     assert components["OutcomeEnum"]["enum"] == ["unknown"]
     assert components["ForkRunRequest"]["properties"]["args"]["nullable"] is True
+
+
+def test_steps_and_reports_document_tool_errors(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    components = yaml.safe_load(out.read_text())["components"]["schemas"]
+    for name in ("Step", "StepSummary"):
+        field = components[name]["properties"]["tool_error"]
+        assert (field["type"], field["readOnly"]) == ("boolean", True), name
+    assert components["StepReportRequest"]["properties"]["is_error"]["type"] == "boolean"

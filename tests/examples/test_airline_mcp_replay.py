@@ -51,6 +51,12 @@ def test_twenty_conversations_through_the_gateway_replay_exactly(worker, asgi_se
     assert report.calls == sum(len(recorded_calls(c["traj"])) for c in recorded)
     steps = Step.objects.filter(run__in=runs)
     assert steps.count() == report.calls
+    # The recorded refusals ("Error: ...") came back with isError: their steps, and only
+    # those, are tool errors.
+    refusals = [
+        output.startswith("Error:") for c in calling for _, _, output in recorded_calls(c["traj"])
+    ]
+    assert steps.filter(tool_error=True).count() == sum(refusals) > 0
     writes = steps.filter(tool__in=WRITES)
     assert writes.exists()
     assert set(writes.values_list("status", flat=True)) == {"succeeded"}

@@ -71,6 +71,15 @@ def test_all_conversations_replay_exactly_with_every_write_once(worker, asgi_ser
         assert set(calls.values()) <= {1}, run.metadata
         assert sum(calls.values()) == run.steps.count(), run.metadata
     steps = Step.objects.filter(run__in=runs)
+    # The tools' refusals ("Error: ...", 33 in the recorded outputs) are reported as tool
+    # errors: those steps, and only those, are marked; they succeeded and the runs went on.
+    marked = steps.filter(tool_error=True)
+    assert marked.count() == 33
+    assert all(s.result.startswith("Error:") for s in marked)
+    assert not any(
+        isinstance(s.result, str) and s.result.startswith("Error:")
+        for s in steps.filter(tool_error=False)
+    )
     # Every write waited for and got the second user's approval, and ran exactly once: one
     # ledger entry in agentops, one effect in the airline database, under the same key.
     writes = steps.filter(tool__in=WRITES)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from kombu import Queue
 from prometheus_client.parser import text_string_to_metric_families
 
+import tests.tools  # noqa: F401  (registers test_refusing)
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -65,6 +66,16 @@ def task_record(name, state):
     TaskRecord.objects.create(
         task_id=str(uuid.uuid4()), name=name, state=state, started_at=now, finished_at=now
     )
+
+
+def test_steps_whose_tool_answered_with_an_error_are_counted_apart(
+    client, operator, metrics_settings, django_capture_on_commit_callbacks
+):
+    steps = [{"tool": "test_refusing", "args": {"refuse": True}}, CALCULATE]
+    plan_run(operator, steps, capture=django_capture_on_commit_callbacks)
+    samples = scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert samples[("agentops_steps", (("status", "tool_error"),))] == 1
+    assert samples[("agentops_steps", (("status", "succeeded"),))] == 1
 
 
 def test_the_metrics_count_what_the_database_and_broker_hold(

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+import tests.tools  # noqa: F401  (registers test_refusing)
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
 CALCULATE = {"tool": "calculate", "args": {"expression": "1+1"}}
 FLAKY = {"tool": "flaky", "args": {"failures": 10}}
+REFUSED = {"tool": "test_refusing", "args": {"refuse": True}}
 
 
 def at(hour, minute, second=0):
@@ -52,7 +54,8 @@ def timeline(operator, reviewer, django_capture_on_commit_callbacks):
     """Runs and approvals at known times in the hour before NOW (default project), and one
     costly run of another project."""
     capture = django_capture_on_commit_callbacks
-    succeeded = plan_run(operator, [CALCULATE, CALCULATE], capture=capture)
+    # Its second step's tool answers with an error: the run goes on and succeeds.
+    succeeded = plan_run(operator, [CALCULATE, REFUSED], capture=capture)
     assert succeeded.status == RunStatus.SUCCEEDED
     place(
         succeeded,
@@ -103,6 +106,9 @@ def test_the_last_hour_per_minute_for_the_users_projects(timeline):
     expected_steps[bucket(11, 50)] = 2.0
     expected_steps[bucket(11, 51)] = 1.0
     assert data["steps_per_minute"] == expected_steps
+    expected_tool_errors = [0.0] * 60
+    expected_tool_errors[bucket(11, 50)] = 1.0
+    assert data["tool_errors_per_minute"] == expected_tool_errors
 
     expected_failure = [None] * 60
     expected_failure[bucket(11, 50)] = 0.0
@@ -123,6 +129,7 @@ def test_the_last_hour_per_minute_for_the_users_projects(timeline):
     assert totals == {
         "runs": 3,
         "steps": 3,
+        "step_tool_errors": 1,
         "runs_succeeded": 1,
         "runs_failed": 1,
         "failure_rate": 0.5,

@@ -45,6 +45,7 @@ SAMPLE_ARGUMENTS: dict[str, Any] = {
     "lease_expires_at": NOW + timedelta(seconds=90),
     "next_attempt_at": NOW + timedelta(seconds=5),
     "result": {"ok": True},
+    "tool_error": True,
     "gate": "approval",
 }
 # Never written by ``rows.update`` through the declaration: ``updated_at`` is written as an

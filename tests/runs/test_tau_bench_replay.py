@@ -148,6 +148,9 @@ def test_replaying_tau_bench_airline_with_a_reviewer(worker, operator, reviewer,
         steps = list(run.steps.order_by("index"))
         assert [(s.tool, s.result) for s in steps] == calls[key], key
         assert {(s.status, s.attempts) for s in steps} <= {(StepStatus.SUCCEEDED, 1)}, key
+        # A recorded refusal ("Error: ...") replays as a tool error, nothing else does.
+        refused = [output.startswith("Error:") for _, output in calls[key]]
+        assert [s.tool_error for s in steps] == refused, key
 
     by_run: dict[object, Counter[str]] = {run.pk: Counter() for run in runs.values()}
     rows = (

@@ -194,3 +194,34 @@ def test_a_cancelled_step_raises_and_a_non_json_result_is_refused():
     with pytest.raises(ToolFailed, match="must be JSON"):
         run(ready.client().resume(RUN).call_tool("refund", {"amount": 5}, lambda amount: {1, 2}))
     assert json.loads(posts(ready)[-1].content)["error"]["type"] == "TypeError"
+
+
+def test_an_answer_in_the_tools_error_form_is_reported_as_a_tool_error():
+    refusal = "Error: payment amount does not add up"
+    done = step_json("succeeded", result=refusal, tool_error=True)
+    server = _script(step_json("ready"), report=done)
+
+    def is_error(output: Any) -> bool:
+        return isinstance(output, str) and output.startswith("Error:")
+
+    handle = server.client().resume(RUN)
+    outcome = run(
+        handle.call_tool("refund", {"amount": 5}, lambda amount: refusal, error_when=is_error)
+    )
+    # The agent gets the answer; agentops gets it marked.
+    assert outcome == refusal
+    assert json.loads(posts(server)[-1].content) == {"result": refusal, "is_error": True}
+
+    # An answer outside the error form is a plain result: no is_error sent (older servers
+    # refuse the key).
+    plain = _script(step_json("ready"), report=step_json("succeeded", result={"refunded": 5}))
+    handle = plain.client().resume(RUN)
+    run(
+        handle.call_tool(
+            "refund", {"amount": 5}, lambda amount: {"refunded": 5}, error_when=is_error
+        )
+    )
+    assert json.loads(posts(plain)[-1].content) == {"result": {"refunded": 5}}
+
+    step = run(server.client().report(RUN, 7, result=refusal, is_error=True))
+    assert step.tool_error is True

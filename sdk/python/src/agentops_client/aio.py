@@ -172,10 +172,13 @@ class AsyncClient:
         result: Any = None,
         error: dict[str, Any] | None = None,
         outcome_unknown: bool = False,
+        is_error: bool = False,
     ) -> Step:
-        """Report what a client step's tool did: its ``result`` (JSON), an ``error``
-        (``{"type", "message", "retryable"}``) or ``outcome_unknown``. The same report again
-        is answered the same. Raises ``Conflict`` (not ready, or settled differently)."""
+        """Report what a client step's tool did: its ``result`` (JSON; with ``is_error`` when
+        it is the tool's error answer: the step succeeds, marked a tool error, and the run
+        goes on), an ``error`` (``{"type", "message", "retryable"}``: the tool could not be
+        run) or ``outcome_unknown``. The same report again is answered the same. Raises
+        ``Conflict`` (not ready, or settled differently)."""
         body: dict[str, Any]
         if outcome_unknown:
             body = {"outcome": "unknown"}
@@ -183,6 +186,9 @@ class AsyncClient:
             body = {"error": error}
         else:
             body = {"result": p.check_json(result, "result")}
+            if is_error:
+                # Sent only when true: a server older than tool errors refuses the key.
+                body["is_error"] = True
         path = f"/runs/{run_id}/steps/{step_id}/result/"
         return Step.from_json(await self._request("POST", path, body))
 
@@ -360,12 +366,14 @@ class AsyncRunHandle:
         args_schema: dict[str, Any] | None = None,
         call_id: str = "",
         rationale: str = "",
+        error_when: Callable[[Any], bool] | None = None,
     ) -> Any:
         """Run the tool ``name`` under agentops: append a client step, wait for its gate, run
         ``fn(**args)`` (the final arguments: a reviewer may have edited them; ``fn`` may be
         async; a plain function runs in a worker thread) and report what it returned. A step
         already on record (a restarted client) returns its recorded result without running
-        ``fn``.
+        ``fn``. ``error_when(result)`` (optional) tells the tool's error answers (such as
+        ``"Error: ..."`` strings): those are reported as tool errors (``report(is_error=)``).
 
         Returns the result, or a ``Rejected`` when a reviewer refused the call.
 
@@ -410,14 +418,17 @@ class AsyncRunHandle:
             raise ToolFailed(f"{name} raised {type(exc).__name__}: {exc}") from exc
         finally:
             _current_step.reset(token)
-        done = await self._report(step, {"result": result})
+        body = {"result": result, "is_error": bool(error_when is not None and error_when(result))}
+        done = await self._report(step, body)
         return p.outcome_of(done).value
 
     async def _report(self, step: Step, body: dict[str, Any]) -> Step:
         try:
             if "error" in body:
                 return await self.client.report(self.run_id, step.id, error=body["error"])
-            return await self.client.report(self.run_id, step.id, result=body["result"])
+            return await self.client.report(
+                self.run_id, step.id, result=body["result"], is_error=body["is_error"]
+            )
         except Conflict as exc:
             if not p.already_reported(exc):
                 raise

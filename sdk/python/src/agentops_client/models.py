@@ -16,7 +16,8 @@ class Step:
     them), ``executor`` (``server`` | ``client``), ``status`` (``pending``,
     ``awaiting_approval``, ``ready``, ``queued``, ``running``, ``waiting_retry``,
     ``succeeded``, ``failed``, ``rejected``, ``skipped``, ``cancelled``), ``attempts``, the
-    ``idempotency_key`` to run it under, ``result``, ``error`` and the full JSON (``raw``)."""
+    ``idempotency_key`` to run it under, ``result``, ``tool_error`` (the result is the tool's
+    error answer), ``error`` and the full JSON (``raw``)."""
 
     id: int
     index: int
@@ -29,6 +30,7 @@ class Step:
     result: Any
     error: dict[str, Any] | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    tool_error: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Step:
@@ -44,6 +46,7 @@ class Step:
             result=data.get("result"),
             error=data.get("error"),
             raw=data,
+            tool_error=bool(data.get("tool_error", False)),
         )
 
     @property

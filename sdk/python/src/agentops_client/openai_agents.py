@@ -34,16 +34,25 @@ from agentops_client.models import Rejected
 MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}
 
 
-def govern(agent: Agent[Any], handle: AsyncRunHandle) -> Agent[Any]:
+def govern(
+    agent: Agent[Any],
+    handle: AsyncRunHandle,
+    *,
+    error_when: Callable[[Any], bool] | None = None,
+) -> Agent[Any]:
     """A clone of ``agent`` whose function tools run as client steps of ``handle``'s run
-    (other tools are kept as they are)."""
+    (other tools are kept as they are). ``error_when(output)`` (optional) tells the tools'
+    error answers (e.g. ``"Error: ..."`` strings), which are reported as tool errors."""
     tools = [
-        _governed(tool, handle) if isinstance(tool, FunctionTool) else tool for tool in agent.tools
+        _governed(tool, handle, error_when) if isinstance(tool, FunctionTool) else tool
+        for tool in agent.tools
     ]
     return agent.clone(tools=tools)
 
 
-def _governed(tool: FunctionTool, handle: AsyncRunHandle) -> FunctionTool:
+def _governed(
+    tool: FunctionTool, handle: AsyncRunHandle, error_when: Callable[[Any], bool] | None
+) -> FunctionTool:
     async def invoke(ctx: ToolContext[Any], raw: str) -> Any:
         try:
             args = json.loads(raw or "{}")
@@ -63,6 +72,7 @@ def _governed(tool: FunctionTool, handle: AsyncRunHandle) -> FunctionTool:
             run,
             args_schema=tool.params_json_schema or None,
             call_id=ctx.tool_call_id,
+            error_when=error_when,
         )
         if isinstance(outcome, Rejected):
             return str(outcome)
