@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -35,6 +36,8 @@ from runs.views import last_event_id
 INBOX_PER_PAGE = 25
 # The inbox shows the results of at most this many steps before the one to decide.
 EARLIER_STEPS_SHOWN = 10
+_RUN_PLACEHOLDER = uuid.UUID(int=0)
+_DECIDE_PLACEHOLDER = 987654321
 
 
 @dataclass
@@ -42,14 +45,19 @@ class InboxItem:
     """A pending approval with what the reviewer needs to judge it: the steps before it
     (``earlier_steps``, with their results), the ``conversation`` up to the call, the
     tool's ``preview`` of what the call would change, ``refusal`` (why this user may not
-    decide it, "" if they may) and ``own_decision`` (their approval so far, if any)."""
+    decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
+    (their approval so far, if any), and the paths of the run's page (``run_path``) and of the
+    decision form (``decide_path``)."""
 
     approval: ApprovalRequest
     earlier_steps: list[Step]
     conversation: list[dict[str, Any]]
     preview: Preview
     refusal: str
+    decisions: list[ApprovalDecision]
     own_decision: ApprovalDecision | None
+    run_path: str
+    decide_path: str
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -106,19 +114,29 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     approvals = list(page)
     earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     groups = set(request.user.groups.values_list("name", flat=True))
-    items = [
-        InboxItem(
-            approval=approval,
-            earlier_steps=earlier.get(approval.pk, []),
-            conversation=conversation_before_call(approval.run, approval.step),
-            preview=_preview(approval),
-            refusal=_refusal(request.user, access, approval, groups),
-            own_decision=next(
-                (d for d in approval.decisions.all() if d.reviewer_id == request.user.pk), None
-            ),
+    # One reverse() each for the page, not one a card: the ids put into resolved paths.
+    run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
+    decide_path = reverse("approval-decide", args=[_DECIDE_PLACEHOLDER])
+    items = []
+    for approval in approvals:
+        decisions = list(approval.decisions.all())
+        items.append(
+            InboxItem(
+                approval=approval,
+                earlier_steps=earlier.get(approval.pk, []),
+                conversation=conversation_before_call(approval.run, approval.step),
+                preview=_preview(approval),
+                refusal=_refusal(request.user, access, approval, groups),
+                decisions=decisions,
+                own_decision=next(
+                    (d for d in decisions if d.reviewer_id == request.user.pk), None
+                ),
+                run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
+                decide_path=decide_path.replace(
+                    f"/{_DECIDE_PLACEHOLDER}/", f"/{approval.pk}/"
+                ),
+            )
         )
-        for approval in approvals
-    ]
     return {
         "items": items,
         "page": page,
