@@ -44,6 +44,7 @@ EVENTS_SHOWN = 50
 # Run fields the runs list does not show (not read for it).
 _RUN_DOCUMENTS = ("input", "metadata", "state", "conversation", "error")
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
+_INDEX_PLACEHOLDER = 987654321
 
 
 def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
@@ -153,6 +154,13 @@ def _event_anchors(steps: list[tuple[int, int, int | None]]) -> dict[tuple[str, 
     return anchors
 
 
+def _step_state_paths(run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
+    """The path of each step's ``run-step-state`` fragment by step id (one reverse())."""
+    path = reverse("run-step-state", args=[run_id, _INDEX_PLACEHOLDER])
+    marker = f"/{_INDEX_PLACEHOLDER}/"
+    return {step.pk: path.replace(marker, f"/{step.index}/") for step in steps}
+
+
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
         run = selectors.run_get(run_id=run_id)
@@ -175,6 +183,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
+        "state_paths": _step_state_paths(run.pk, steps),
         "anchors": _event_anchors(
             [(step.pk, step.index, getattr(step, "approval", None) and step.approval.pk)
              for step in steps]  # fmt: skip
