@@ -19,7 +19,7 @@ from django.template import defaultfilters
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.safestring import SafeString
-from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in stubs
+from django.utils.timezone import make_aware, template_localtime  # type: ignore[attr-defined]  # not in stubs
 from jinja2 import Environment, Undefined, pass_eval_context
 from jinja2.nodes import EvalContext
 from markupsafe import Markup, escape
@@ -106,14 +106,15 @@ def time_tag(value: datetime | None, show: str = "datetime") -> str:
     time with its zone in ``title``. Formatted with ``strftime`` (Django's ``date`` filter
     prints the same text several times slower: a run page prints hundreds of times).
 
+    A naive datetime is taken to be in the default time zone (``TIME_ZONE``).
+
     Raises:
         KeyError: an unknown ``show``.
-        ValueError: a naive datetime.
     """
     if value is None:
         return ""
     if value.tzinfo is None:
-        raise ValueError("time_tag needs an aware datetime")
+        value = make_aware(value)
     local = template_localtime(value)
     text = f"{local.strftime(_TIME_FORMATS[show])} {local.tzname()}"
     iso = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -142,7 +143,9 @@ def pretty_json(value: Any) -> str:
     indenting encoder is pure Python, and a run page prints hundreds); ``json`` when orjson
     refuses the value (an integer past 64 bits, a key that is not a string)."""
     try:
-        options = orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+        options = (
+            orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+        )
         return orjson.dumps(value, default=str, option=options).decode()
     except TypeError:
         return json.dumps(value, indent=2, ensure_ascii=False, default=str)

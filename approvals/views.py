@@ -127,9 +127,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
                 preview=_preview(approval),
                 refusal=_refusal(request.user, access, approval, groups),
                 decisions=decisions,
-                own_decision=next(
-                    (d for d in decisions if d.reviewer_id == request.user.pk), None
-                ),
+                own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
                 run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
                 decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
                 context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),

@@ -35,7 +35,12 @@ LIST_RUNS = 60
 # What each step of the run page echoes: a small customer record, so its arguments and result
 # are JSON trees of a few levels, as a real agent's are.
 ECHO_VALUE = {
-    "customer": {"id": "C-1042", "name": "Ada Lovelace", "tier": "gold", "email": "ada@example.com"},
+    "customer": {
+        "id": "C-1042",
+        "name": "Ada Lovelace",
+        "tier": "gold",
+        "email": "ada@example.com",
+    },
     "reservation": {
         "id": "ZFA04Y",
         "flights": [

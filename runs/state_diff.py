@@ -1,5 +1,5 @@
-"""What a step changed in its run's ``state``: a diff of two JSON values, and the state
-before and after each step of a run, from its checkpoints.
+"""What a step changed in its run's ``state``: a diff of two JSON values, and how many changes
+each step of a run made, from its checkpoints' states.
 
 Paths are JSON Pointers (RFC 6901): ``/customer/cards/0`` is the first item of the list at
 key ``cards`` of the object at key ``customer``; ``~`` and ``/`` inside a key are written
@@ -103,32 +103,14 @@ class StepStates:
     changes: list[Change] = field(default_factory=list)
 
 
-def step_states(steps: Iterable[Any]) -> dict[int, StepStates]:
-    """The state before and after each step that has a checkpoint, by step id.
-
-    ``steps`` are one run's steps in index order with their ``checkpoint`` loaded
-    (``prefetch_related("checkpoint")``: no query here). The state after a step is its
-    checkpoint's; the state before it is the checkpoint of the latest earlier step that has
-    one, or the run's initial state, ``{}``, when none has (every run starts with an empty
-    state; a fork gets checkpoints for the steps it reuses). Steps without a checkpoint (not
-    succeeded) are left out."""
-    found: dict[int, StepStates] = {}
-    state: Any = {}
-    for step in steps:
-        checkpoint = getattr(step, "checkpoint", None)
-        if checkpoint is None:
-            continue
-        found[step.pk] = StepStates(state, checkpoint.state, json_diff(state, checkpoint.state))
-        state = checkpoint.state
-    return found
-
-
 def state_change_counts(steps: Iterable[Any], states: Mapping[int, Any]) -> dict[int, int]:
     """How many changes (``json_diff``) each step made to its run's state, by step id.
 
     ``steps`` are one run's steps in index order; ``states`` the state of each step's
     checkpoint by step id (steps without one, not succeeded, are left out). The state before a
-    step is that of the latest earlier step with a checkpoint, or ``{}`` (as ``step_states``).
+    step is that of the latest earlier step with a checkpoint, or the run's initial state,
+    ``{}``, when none has (every run starts with an empty state; a fork gets checkpoints for the
+    steps it reuses).
     """
     counts: dict[int, int] = {}
     state: Any = {}

@@ -73,6 +73,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
         "filters": dict(given),
         "statuses": run_status_choices(),
         "agents": AgentKind.choices,
+        "agent_labels": dict(AgentKind.choices),
         "problems": [],
         "query": urlencode(given),
     }
@@ -177,6 +178,10 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     events = event_list(run_id=run.pk)
     latest = list(events.order_by("-id")[:EVENTS_SHOWN])
     family = Run.objects.only("id", "goal", "status", "gate", "created_at", "forked_from_id")
+    step_refs = [
+        (step.pk, step.index, step.approval.pk if hasattr(step, "approval") else None)
+        for step in steps
+    ]
     return {
         "run": run,
         "parent": family.filter(pk=run.forked_from_id).first() if run.forked_from_id else None,
@@ -184,10 +189,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
         "state_paths": _step_state_paths(run.pk, steps),
-        "anchors": _event_anchors(
-            [(step.pk, step.index, getattr(step, "approval", None) and step.approval.pk)
-             for step in steps]  # fmt: skip
-        ),
+        "anchors": _event_anchors(step_refs),
         "steps": steps,
         "steps_done": sum(step.status == StepStatus.SUCCEEDED for step in steps),
         "fork_until": leading_succeeded,
@@ -265,9 +267,12 @@ def run_events(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     the page's "Earlier events" section is opened. A ``before`` that is not a positive integer
     answers 400."""
     before = request.GET.get("before", "")
-    if not before.isdigit() or int(before) <= 0:
-        return HttpResponse("before: an audit event id (a positive integer) is required.",
-                            status=400, content_type="text/plain; charset=utf-8")  # fmt: skip
+    if not (before.isascii() and before.isdigit() and 0 < int(before) < 2**63):
+        return HttpResponse(
+            "before: an audit event id (a positive integer) is required.",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     earlier = list(
         event_list(run_id=run_id)
         .filter(id__lt=int(before))

@@ -45,7 +45,9 @@ def test_a_cards_context_is_only_for_members_of_its_project(client, awaiting_run
     url = reverse("approval-context", args=[awaiting_run.approvals.get().pk])
     client.force_login(make_user("stranger"))
     assert client.get(url).status_code in (403, 404)
-    client.force_login(make_user("outsider", "reviewer", project=Project.objects.create(slug="b", name="B")))
+    client.force_login(
+        make_user("outsider", "reviewer", project=Project.objects.create(slug="b", name="B"))
+    )
     assert client.get(url).status_code == 404
     assert client.get(reverse("approval-context", args=[999999])).status_code == 404
 
