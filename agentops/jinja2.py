@@ -121,12 +121,12 @@ def time_tag(value: datetime | None, show: str = "datetime") -> str:
     return SafeString(f'<time datetime="{iso}" data-local="{show}">{html.escape(text)}</time>')
 
 
-def truncatechars(value: Any, length: int | str) -> str:
+def truncatechars(value: Any, length: int) -> str:
     """Django's ``truncatechars``: ``value`` as text cut to ``length`` characters, the last one
     an ellipsis (``…``). ASCII text no longer than ``length`` is returned as it is without
     Django's ``Truncator`` (which normalizes and measures the text first), so short texts cost
     nothing."""
-    if isinstance(value, str) and value.isascii() and len(value) <= int(length):
+    if isinstance(value, str) and value.isascii() and len(value) <= length:
         return value
     return defaultfilters.truncatechars(value, length)
 
