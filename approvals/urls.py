@@ -7,5 +7,6 @@ from approvals import views
 urlpatterns = [
     path("approvals/", views.approval_inbox, name="approval-inbox"),
     path("approvals/fragment/", views.approval_inbox_fragment, name="approval-inbox-fragment"),
+    path("approvals/<int:approval_id>/context/", views.approval_context, name="approval-context"),
     path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval-decide"),
 ]

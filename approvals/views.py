@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -23,7 +24,8 @@ from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
 from projects.access import Access
-from runs.models import CLIENT_DRIVEN, Step
+from projects.views import object_permission
+from runs.models import CLIENT_DRIVEN
 from runs.selectors import conversation_before_call
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
@@ -35,21 +37,28 @@ from runs.views import last_event_id
 INBOX_PER_PAGE = 25
 # The inbox shows the results of at most this many steps before the one to decide.
 EARLIER_STEPS_SHOWN = 10
+_RUN_PLACEHOLDER = uuid.UUID(int=0)
+_ID_PLACEHOLDER = 987654321
 
 
 @dataclass
 class InboxItem:
-    """A pending approval with what the reviewer needs to judge it: the steps before it
-    (``earlier_steps``, with their results), the ``conversation`` up to the call, the
-    tool's ``preview`` of what the call would change, ``refusal`` (why this user may not
-    decide it, "" if they may) and ``own_decision`` (their approval so far, if any)."""
+    """A pending approval with what the reviewer needs to judge it: the tool's ``preview``
+    of what the call would change (the steps before it and the conversation up to the call
+    are loaded when the card's context is opened: ``approval_context``), ``refusal`` (why
+    this user may not
+    decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
+    (their approval so far, if any), and the paths of the run's page (``run_path``), of the
+    decision form (``decide_path``) and of the card's context (``context_path``)."""
 
     approval: ApprovalRequest
-    earlier_steps: list[Step]
-    conversation: list[dict[str, Any]]
     preview: Preview
     refusal: str
+    decisions: list[ApprovalDecision]
     own_decision: ApprovalDecision | None
+    run_path: str
+    decide_path: str
+    context_path: str
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -104,21 +113,26 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         paginator.count = facets.total
     page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
-    earlier = selectors.earlier_steps(approvals, limit=EARLIER_STEPS_SHOWN)
     groups = set(request.user.groups.values_list("name", flat=True))
-    items = [
-        InboxItem(
-            approval=approval,
-            earlier_steps=earlier.get(approval.pk, []),
-            conversation=conversation_before_call(approval.run, approval.step),
-            preview=_preview(approval),
-            refusal=_refusal(request.user, access, approval, groups),
-            own_decision=next(
-                (d for d in approval.decisions.all() if d.reviewer_id == request.user.pk), None
-            ),
+    # One reverse() each for the page, not one a card: the ids put into resolved paths.
+    run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
+    decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])
+    context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
+    items = []
+    for approval in approvals:
+        decisions = list(approval.decisions.all())
+        items.append(
+            InboxItem(
+                approval=approval,
+                preview=_preview(approval),
+                refusal=_refusal(request.user, access, approval, groups),
+                decisions=decisions,
+                own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
+                run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
+                decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
+                context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
+            )
         )
-        for approval in approvals
-    ]
     return {
         "items": items,
         "page": page,
@@ -154,6 +168,38 @@ def approval_inbox(request: HttpRequest) -> HttpResponse:
 def approval_inbox_fragment(request: HttpRequest) -> HttpResponse:
     """The inbox's list of requests alone (same GET parameters), for live refreshes."""
     return render(request, "approvals/_inbox_items.html", _inbox_context(request))
+
+
+def _approval_project(approval_id: int) -> int | None:
+    return (
+        ApprovalRequest.objects.filter(pk=approval_id)
+        .values_list("run__project_id", flat=True)
+        .first()
+    )
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+@object_permission("approvals.view_approvalrequest", _approval_project, "approval_id")
+def approval_context(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """What led to an approval request's call (an HTML fragment, loaded when its card's
+    context section is opened): the run's goal, its conversation up to the call
+    (``conversation_before_call``) and the results of the last ``EARLIER_STEPS_SHOWN`` steps
+    before it.
+
+    Raises:
+        Http404: no such request, or one in a project the user may not see.
+    """
+    approval = selectors.approval_list().get(pk=approval_id)
+    earlier = selectors.earlier_steps([approval], limit=EARLIER_STEPS_SHOWN)
+    context = {
+        "run": approval.run,
+        "step": approval.step,
+        "conversation": conversation_before_call(approval.run, approval.step),
+        "earlier_steps": earlier.get(approval.pk, []),
+    }
+    return render(request, "approvals/_card_context.html", context)
 
 
 def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirect:

@@ -32,7 +32,16 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.harness import Bench, Row, render_table  # noqa: E402
 from testsupport.database import recreate_database  # noqa: E402
 
-BENCHMARKS = ["throughput", "dispatch", "approval", "live", "api", "retention", "gateway"]
+BENCHMARKS = [
+    "throughput",
+    "dispatch",
+    "approval",
+    "live",
+    "api",
+    "pages",
+    "retention",
+    "gateway",
+]
 
 
 def _parse() -> argparse.Namespace:

@@ -1,5 +1,5 @@
-"""What a step changed in its run's ``state``: a diff of two JSON values, and the state
-before and after each step of a run, from its checkpoints.
+"""What a step changed in its run's ``state``: a diff of two JSON values, and how many changes
+each step of a run made, from its checkpoints' states.
 
 Paths are JSON Pointers (RFC 6901): ``/customer/cards/0`` is the first item of the list at
 key ``cards`` of the object at key ``customer``; ``~`` and ``/`` inside a key are written
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import orjson
 
 Kind = Literal["added", "removed", "changed"]
 ADDED: Final = "added"
@@ -42,12 +44,29 @@ def _same(before: Any, after: Any) -> bool:
     return type(before) is type(after) and before == after
 
 
+def _identical(before: Any, after: Any) -> bool:
+    """Whether two objects or arrays are the same JSON, types included (``true`` is not
+    ``1``), checked in C: equal as Python values and written alike (keys sorted). False when
+    either cannot be written by orjson (a key that is not a string, an integer past 64 bits):
+    then the caller compares them entry by entry."""
+    if before != after:
+        return False
+    try:
+        sort = orjson.OPT_SORT_KEYS
+        return orjson.dumps(before, option=sort) == orjson.dumps(after, option=sort)
+    except TypeError:
+        return False
+
+
 def json_diff(before: Any, after: Any, path: str = "") -> list[Change]:
     """The differences from ``before`` to ``after`` (JSON values: dicts with string keys,
     lists, strings, numbers, booleans, None), in document order: objects key by key (keys
     sorted), lists item by item (items past the shorter list are added or removed), any other
     difference (another scalar, another type) as one change of the value at its path.
     ``path`` is the pointer the values sit at (empty: they are whole documents)."""
+    if isinstance(before, Mapping | list) and _identical(before, after):
+        # Most of a step's state is what the step before it left: skip equal subtrees whole.
+        return []
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         changes: list[Change] = []
         for key in sorted(set(before) | set(after), key=str):
@@ -84,21 +103,20 @@ class StepStates:
     changes: list[Change] = field(default_factory=list)
 
 
-def step_states(steps: Iterable[Any]) -> dict[int, StepStates]:
-    """The state before and after each step that has a checkpoint, by step id.
+def state_change_counts(steps: Iterable[Any], states: Mapping[int, Any]) -> dict[int, int]:
+    """How many changes (``json_diff``) each step made to its run's state, by step id.
 
-    ``steps`` are one run's steps in index order with their ``checkpoint`` loaded
-    (``prefetch_related("checkpoint")``: no query here). The state after a step is its
-    checkpoint's; the state before it is the checkpoint of the latest earlier step that has
-    one, or the run's initial state, ``{}``, when none has (every run starts with an empty
-    state; a fork gets checkpoints for the steps it reuses). Steps without a checkpoint (not
-    succeeded) are left out."""
-    found: dict[int, StepStates] = {}
+    ``steps`` are one run's steps in index order; ``states`` the state of each step's
+    checkpoint by step id (steps without one, not succeeded, are left out). The state before a
+    step is that of the latest earlier step with a checkpoint, or the run's initial state,
+    ``{}``, when none has (every run starts with an empty state; a fork gets checkpoints for the
+    steps it reuses).
+    """
+    counts: dict[int, int] = {}
     state: Any = {}
     for step in steps:
-        checkpoint = getattr(step, "checkpoint", None)
-        if checkpoint is None:
-            continue
-        found[step.pk] = StepStates(state, checkpoint.state, json_diff(state, checkpoint.state))
-        state = checkpoint.state
-    return found
+        if step.pk in states:
+            after = states[step.pk]
+            counts[step.pk] = len(json_diff(state, after))
+            state = after
+    return counts

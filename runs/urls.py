@@ -10,6 +10,12 @@ urlpatterns = [
     path("fragment/runs/", views.run_list_fragment, name="run-list-fragment"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/fragment/", views.run_detail_fragment, name="run-detail-fragment"),
+    path(
+        "runs/<uuid:run_id>/steps/<int:index>/state/",
+        views.run_step_state,
+        name="run-step-state",
+    ),
+    path("runs/<uuid:run_id>/events/", views.run_events, name="run-events"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),
     path("runs/<uuid:run_id>/fork/", views.run_fork, name="run-fork"),

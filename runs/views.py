@@ -32,13 +32,19 @@ from projects.views import object_permission
 from runs import selectors
 from runs.control import fork, lifecycle, settle
 from runs.filters import RunFilter, filter_problems
-from runs.models import AgentKind, Run, Step
-from runs.state_diff import step_states
+from runs.models import AgentKind, Checkpoint, Run, Step
+from runs.state_diff import StepStates, json_diff, state_change_counts
 from runs.statuses import StepStatus, run_status_choices
 
 RUNS_PER_PAGE = 50
-# A run's timeline shows at most this many of its latest audit events (the events API has all).
+# A run's timeline reaches at most this many of its latest audit events (the events API has
+# all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
+EVENTS_SHOWN = 50
+# Run fields the runs list does not show (not read for it).
+_RUN_DOCUMENTS = ("input", "metadata", "state", "conversation", "error")
+_PATH_PLACEHOLDER = uuid.UUID(int=0)
+_INDEX_PLACEHOLDER = 987654321
 
 
 def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
@@ -53,7 +59,7 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, tool
-    errors, wall time in ms), the
+    errors, wall time in ms, the run page's path), the
     filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
     then no runs are listed, rather than runs the user would take for filtered ones)."""
     access = Access(request.user)
@@ -67,6 +73,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
         "filters": dict(given),
         "statuses": run_status_choices(),
         "agents": AgentKind.choices,
+        "agent_labels": dict(AgentKind.choices),
         "problems": [],
         "query": urlencode(given),
     }
@@ -78,14 +85,23 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
         moment = filterset.form.cleaned_data.get(name)
         if moment is not None:
             context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    runs = access.scope(filterset.qs, "runs.view_run")
+    # The list shows none of a run's JSON documents: they are not read (a conversation can be
+    # large).
+    runs = access.scope(filterset.qs, "runs.view_run").defer(*_RUN_DOCUMENTS)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
     counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
     now = timezone.now()
+    # One reverse() for the page rather than one a row: the run's id put into a resolved path.
+    path = reverse("run-detail", args=[_PATH_PLACEHOLDER])
     rows = [
-        (run, *counts.get(run.pk, (0, 0, 0)), selectors.run_wall_time_ms(run, now=now))
+        (
+            run,
+            *counts.get(run.pk, (0, 0, 0)),
+            selectors.run_wall_time_ms(run, now=now),
+            path.replace(str(_PATH_PLACEHOLDER), str(run.pk)),
+        )
         for run in page.object_list
     ]
     context.update(page=page, rows=rows)
@@ -127,33 +143,53 @@ def _run_project(run_id: uuid.UUID) -> int | None:
     return Run.objects.filter(pk=run_id).values_list("project_id", flat=True).first()
 
 
+def _event_anchors(steps: list[tuple[int, int, int | None]]) -> dict[tuple[str, str], str]:
+    """Where each audit event's object is on the run's page, by ``(object_type, object_id)``:
+    ``steps`` are ``(step id, index, approval request id or None)``."""
+    anchors = {("step", str(pk)): f"#step-{index}" for pk, index, _ in steps}
+    anchors.update(
+        (("approval", str(approval)), f"#approval-{approval}")
+        for _, _, approval in steps
+        if approval is not None
+    )
+    return anchors
+
+
+def _step_state_paths(run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
+    """The path of each step's ``run-step-state`` fragment by step id (one reverse())."""
+    path = reverse("run-step-state", args=[run_id, _INDEX_PLACEHOLDER])
+    marker = f"/{_INDEX_PLACEHOLDER}/"
+    return {step.pk: path.replace(marker, f"/{step.index}/") for step in steps}
+
+
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
         run = selectors.run_get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
     steps = list(run.steps.all())
-    prefetch_related_objects(steps, "approval__decisions", "checkpoint")
+    prefetch_related_objects(steps, "approval__decisions")
+    # The states as plain values (no model per checkpoint): only their diffs' sizes are shown.
+    checkpoints = dict(Checkpoint.objects.filter(run_id=run.pk).values_list("step_id", "state"))
     # A fork may start at any step whose predecessors all succeeded.
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
     )
     events = event_list(run_id=run.pk)
-    latest = list(events.order_by("-id")[:TIMELINE_EVENTS])
-    # Where each audit event's object is on this page: steps and approvals by their ids.
-    anchors = {("step", str(step.pk)): f"#step-{step.index}" for step in steps}
-    anchors.update(
-        (("approval", str(step.approval.pk)), f"#approval-{step.approval.pk}")
-        for step in steps
-        if getattr(step, "approval", None) is not None
-    )
+    latest = list(events.order_by("-id")[:EVENTS_SHOWN])
     family = Run.objects.only("id", "goal", "status", "gate", "created_at", "forked_from_id")
+    step_refs = [
+        (step.pk, step.index, step.approval.pk if hasattr(step, "approval") else None)
+        for step in steps
+    ]
     return {
         "run": run,
         "parent": family.filter(pk=run.forked_from_id).first() if run.forked_from_id else None,
         "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
-        "states": step_states(steps),
-        "anchors": anchors,
+        # Only how many changes each step made: the diff itself is loaded when opened.
+        "state_changes": state_change_counts(steps, checkpoints),
+        "state_paths": _step_state_paths(run.pk, steps),
+        "anchors": _event_anchors(step_refs),
         "steps": steps,
         "steps_done": sum(
             step.status == StepStatus.SUCCEEDED and not step.tool_error for step in steps
@@ -161,7 +197,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "tool_errors": sum(step.tool_error for step in steps),
         "fork_until": leading_succeeded,
         "events": latest[::-1],
-        "events_total": events.count() if len(latest) == TIMELINE_EVENTS else len(latest),
+        "events_total": events.count() if len(latest) == EVENTS_SHOWN else len(latest),
+        "events_reachable": TIMELINE_EVENTS,
     }
 
 
@@ -195,6 +232,58 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 def run_detail_fragment(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """The changing part of a run's timeline alone, for live refreshes."""
     return render(request, "runs/_run_body.html", _run_detail_context(run_id))
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_step_state(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpResponse:
+    """What step ``index`` of the run changed in its state (an HTML fragment, loaded when the
+    step's "Run state" section is opened): the changes (``runs.state_diff``) from the state
+    before it (the latest earlier checkpoint, or ``{}``) to its checkpoint, and the whole state
+    after it.
+
+    Raises:
+        Http404: no such step, or it has no checkpoint (it has not succeeded).
+    """
+    checkpoints = list(
+        Checkpoint.objects.filter(run_id=run_id, index__lte=index)
+        .order_by("-index")
+        .values_list("index", "state")[:2]
+    )
+    if not checkpoints or checkpoints[0][0] != index:
+        raise Http404("this step has no checkpoint")
+    after = checkpoints[0][1]
+    before = checkpoints[1][1] if len(checkpoints) > 1 else {}
+    context = {"index": index, "change": StepStates(before, after, json_diff(before, after))}
+    return render(request, "runs/_step_state.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_events(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """The run's audit events before the page's first (``?before=`` an event id), newest
+    last, at most ``TIMELINE_EVENTS - EVENTS_SHOWN`` of them: an HTML fragment, loaded when
+    the page's "Earlier events" section is opened. A ``before`` that is not a positive integer
+    answers 400."""
+    before = request.GET.get("before", "")
+    if not (before.isascii() and before.isdigit() and 0 < int(before) < 2**63):
+        return HttpResponse(
+            "before: an audit event id (a positive integer) is required.",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    earlier = list(
+        event_list(run_id=run_id)
+        .filter(id__lt=int(before))
+        .order_by("-id")[: TIMELINE_EVENTS - EVENTS_SHOWN]
+    )
+    steps = Step.objects.filter(run_id=run_id).values_list("pk", "index", "approval__pk")
+    context = {"events": earlier[::-1], "anchors": _event_anchors(list(steps))}
+    return render(request, "runs/_events_table.html", context)
 
 
 @require_POST

@@ -22,6 +22,7 @@ from benchmarks import (
     bench_dispatch,
     bench_gateway,
     bench_live,
+    bench_pages,
     bench_retention,
     bench_throughput,
 )
@@ -40,6 +41,7 @@ def _expected_rows() -> list[str]:
             bench_dispatch,
             bench_approval,
             bench_api,
+            bench_pages,
             bench_retention,
             bench_gateway,
         )

@@ -46,3 +46,14 @@ def log_in(page: Page, username: str, next_url: str) -> None:
     page.fill("input[name=password]", PASSWORD)
     with page.expect_navigation():
         page.click("button[type=submit]")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``screenshots`` (they write the README's images) run only when a ``-m``
+    expression names that marker; any other run leaves them out (deselected)."""
+    if "screenshots" in (config.getoption("markexpr") or ""):
+        return
+    left_out = [item for item in items if item.get_closest_marker("screenshots")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("screenshots")]

@@ -4,7 +4,9 @@ import pytest
 from django.urls import reverse
 
 from approvals.models import ApprovalStatus
+from projects.models import Project
 from runs.models import RunStatus
+from testsupport.factories import make_user
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -29,9 +31,25 @@ def test_inbox_shows_tool_args_rationale_and_earlier_results(client, reviewer, a
     assert "ops@example.com" in html
     assert "the user asked for the weekly report by mail" in html
     assert "send the weekly report" in html
-    assert "42.0" in html  # the earlier calculate step's result
     assert 'data-action="approve"' in html
     assert 'data-ws-path="/ws/approvals/"' in html
+    # The card's context (goal, conversation, earlier results) is loaded when it is opened.
+    context_url = reverse("approval-context", args=[approval.pk])
+    assert f'data-lazy-src="{context_url}"' in html
+    context = client.get(context_url).content.decode()
+    assert "42.0" in context  # the earlier calculate step's result
+    assert "send the weekly report" in context
+
+
+def test_a_cards_context_is_only_for_members_of_its_project(client, awaiting_run):
+    url = reverse("approval-context", args=[awaiting_run.approvals.get().pk])
+    client.force_login(make_user("stranger"))
+    assert client.get(url).status_code in (403, 404)
+    client.force_login(
+        make_user("outsider", "reviewer", project=Project.objects.create(slug="b", name="B"))
+    )
+    assert client.get(url).status_code == 404
+    assert client.get(reverse("approval-context", args=[999999])).status_code == 404
 
 
 def test_approving_continues_the_run(

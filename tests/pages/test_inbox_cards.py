@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from agentops.actors import Actor
 from approvals.models import RiskRule
@@ -61,6 +62,15 @@ def card_of(page: str, approval_id: int) -> str:
     return page[start : end if end > 0 else len(page)]
 
 
+def card_context(user, approval_id: int) -> str:  # type: ignore[no-untyped-def]
+    """The card's context fragment (goal, conversation, earlier results) as ``user`` sees it."""
+    client = Client()
+    client.force_login(user)
+    response = client.get(reverse("approval-context", args=[approval_id]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
 def test_a_transcript_card_shows_the_conversation_up_to_the_call_only(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
@@ -70,11 +80,13 @@ def test_a_transcript_card_shows_the_conversation_up_to_the_call_only(
         )
     approval = Run.objects.get(pk=run.pk).approvals.get()
     card = card_of(inbox(reviewer), approval.pk)
-    conversation = card[card.index("data-approval-conversation") :]
+    context = card_context(reviewer, approval.pk)
+    conversation = context[context.index("data-approval-conversation") :]
     assert BEFORE_CALL in conversation
     assert "I will send the note now." in conversation
-    assert AFTER_CALL not in card
-    assert "Goodbye!" not in card
+    for shown in (card, context):
+        assert AFTER_CALL not in shown
+        assert "Goodbye!" not in shown
 
 
 def test_the_card_says_which_rule_made_the_call_wait(reviewer, awaiting_run):
@@ -119,12 +131,14 @@ def test_arguments_and_results_holding_json_text_are_shown_parsed(reviewer, make
             },
         ]
     )
-    card = card_of(inbox(reviewer), run.approvals.get().pk)
+    approval = run.approvals.get()
+    card = card_of(inbox(reviewer), approval.pk)
+    context = card_context(reviewer, approval.pk)
     shown = card[card.index("data-approval-args") : card.index("data-approval-preview")]
-    shown += card[card.index("earlier-steps") : card.index("data-decide-form")]
+    shown += context[context.index("earlier-steps") :]
     assert "\\&quot;" not in shown
     assert shown.count('<span class="j-key">name</span>: <span class="j-str">"&lt;b&gt;Ada') == 2
-    assert "<b>Ada</b>" not in card
+    assert "<b>Ada</b>" not in card + context
     assert shown.count('class="j-note"') == 2  # the argument and the earlier result
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.test import Client
 
 from agentops.actors import Actor
+from approvals.models import ApprovalRequest
 from runs.control.create import run_create
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +25,8 @@ def test_the_inbox_shows_the_last_ten_earlier_results(
     waiting_runs(operator, django_capture_on_commit_callbacks, count=1, earlier=14)
     client = Client()
     client.force_login(reviewer)
-    page = client.get("/approvals/").content.decode()
+    approval = ApprovalRequest.objects.get()
+    page = client.get(f"/approvals/{approval.pk}/context/").content.decode()
     assert "(the last 10 of 14)" in page
     assert '<span class="mono">#4 echo</span>' in page
     assert '<span class="mono">#3 echo</span>' not in page

@@ -23,11 +23,15 @@ pytestmark = pytest.mark.django_db
 ADD = {"tool": "calculate", "args": {"expression": "1+1"}}
 
 
-def _diff_rows(html: str, index: int) -> list[tuple[str, str]]:
-    """(kind, path) of each row of step ``index``'s state diff."""
-    start = html.index(f'id="checkpoint-{index}"')
-    block = html[start : html.index("</details>", html.index('class="full-state"', start))]
-    return re.findall(r'data-diff-kind="(\w+)" data-diff-path="([^"]*)"', block)
+def _diff_rows(html: str) -> list[tuple[str, str]]:
+    """(kind, path) of each row of a step's state diff (its ``run-step-state`` fragment)."""
+    return re.findall(r'data-diff-kind="(\w+)" data-diff-path="([^"]*)"', html)
+
+
+def _step_state(client, run, index: int) -> str:  # type: ignore[no-untyped-def]
+    response = client.get(reverse("run-step-state", args=[run.pk, index]))
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def test_each_step_shows_what_it_changed_in_the_runs_state(client, operator, make_run):
@@ -35,18 +39,41 @@ def test_each_step_shows_what_it_changed_in_the_runs_state(client, operator, mak
     client.force_login(operator)
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
 
-    assert _diff_rows(html, 0) == [("added", "/completed_steps"), ("added", "/last_step")]
-    assert _diff_rows(html, 1) == [
+    # Folded by default, with how many changes the step made; the diff is loaded when opened.
+    state_url = reverse("run-step-state", args=[run.pk, 1])
+    folded = f'id="checkpoint-1" data-state-diff data-lazy-src="{state_url}">'
+    assert f'<details class="checkpoint" {folded}' in html
+    step1 = html[html.index('id="checkpoint-1"') :]
+    assert "Run state: 3 changes by this step" in step1
+    assert "Run state: 2 changes by this step" in html[html.index('id="checkpoint-0"') :]
+    assert "data-diff-kind" not in html
+
+    assert _diff_rows(_step_state(client, run, 0)) == [
+        ("added", "/completed_steps"),
+        ("added", "/last_step"),
+    ]
+    step1 = _step_state(client, run, 1)
+    assert _diff_rows(step1) == [
         ("changed", "/completed_steps"),
         ("changed", "/last_step/index"),
         ("changed", "/last_step/result"),
     ]
-    # Collapsed by default, with the values before and after.
-    assert re.search(r'<details class="checkpoint" id="checkpoint-1" data-state-diff>', html)
-    step1 = html[html.index('id="checkpoint-1"') :]
-    assert "Run state: 3 changes by this step" in step1
+    # The values before and after, and the whole state after the step.
     assert '<pre class="json">42.0</pre>' in step1
     assert '<pre class="json">2.0</pre>' in step1
+    assert 'id="state-after-1"' in step1
+    assert "&quot;completed_steps&quot;: 2" in step1
+
+
+def test_a_steps_state_is_refused_outside_the_run_and_without_a_checkpoint(
+    client, operator, make_run
+):
+    run = make_run([CALCULATE, ADD])
+    client.force_login(operator)
+    assert client.get(reverse("run-step-state", args=[run.pk, 2])).status_code == 404
+    other = make_user("outsider")
+    client.force_login(other)
+    assert client.get(reverse("run-step-state", args=[run.pk, 0])).status_code in (403, 404)
 
 
 def _queries(client, run) -> int:  # type: ignore[no-untyped-def]
@@ -147,3 +174,38 @@ def test_audit_admin_rows_link_their_run_step_and_approval(client, seeded, await
     detail = client.get(reverse("admin:audit_auditevent_change", args=[event.pk])).content
     assert f'href="{step_admin}"'.encode() in detail
     assert f'href="{run_page}"'.encode() in detail
+
+
+def test_the_run_page_shows_its_latest_events_and_loads_the_earlier_ones_when_asked(
+    client, operator, awaiting_run, monkeypatch
+):
+    monkeypatch.setattr("runs.views.EVENTS_SHOWN", 3)
+    client.force_login(operator)
+    ids = list(
+        AuditEvent.objects.filter(run_id=awaiting_run.pk)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
+    assert len(ids) > 3
+    html = client.get(reverse("run-detail", args=[awaiting_run.pk])).content.decode()
+    assert [int(x) for x in re.findall(r'<tr data-event-id="(\d+)">', html)] == ids[-3:]
+    assert f"Showing the latest 3 of {len(ids)} events." in html
+    earlier_url = f"{reverse('run-events', args=[awaiting_run.pk])}?before={ids[-3]}"
+    assert f'data-lazy-src="{earlier_url}"' in html
+    assert f"{len(ids) - 3} earlier events" in html
+
+    earlier = client.get(earlier_url).content.decode()
+    assert [int(x) for x in re.findall(r'<tr data-event-id="(\d+)">', earlier)] == ids[:-3]
+    # Rows still link their step on the run's page.
+    assert '<a href="#step-0" data-event-link>' in earlier
+
+
+def test_the_earlier_events_need_a_cursor_and_access_to_the_run(client, operator, awaiting_run):
+    client.force_login(operator)
+    url = reverse("run-events", args=[awaiting_run.pk])
+    for bad in ("", "?before=", "?before=abc", "?before=-1", "?before=0"):
+        response = client.get(url + bad)
+        assert response.status_code == 400, bad
+        assert b"before" in response.content
+    client.force_login(make_user("stranger"))
+    assert client.get(url + "?before=999999").status_code in (403, 404)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runs.state_diff import Change, json_diff, step_states
+from runs.state_diff import Change, json_diff, state_change_counts
 
 CASES = [
     ("equal objects", {"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, []),
@@ -53,22 +53,22 @@ def test_json_diff(before, after, expected):
     assert json_diff(before, after) == expected
 
 
-class _Checkpoint:
-    def __init__(self, state):
-        self.state = state
-
-
 class _Step:
-    def __init__(self, pk, state=None):
+    def __init__(self, pk):
         self.pk = pk
-        if state is not None:
-            self.checkpoint = _Checkpoint(state)
 
 
 def test_the_state_before_a_step_is_the_last_earlier_checkpoint_or_empty():
-    steps = [_Step(1, {"n": 1}), _Step(2), _Step(3, {"n": 2, "m": 0})]
-    states = step_states(steps)
-    assert list(states) == [1, 3]
-    assert (states[1].before, states[1].changes) == ({}, [Change("/n", "added", after=1)])
-    assert states[3].before == {"n": 1}
-    assert states[3].changes == [Change("/m", "added", after=0), Change("/n", "changed", 1, 2)]
+    steps = [_Step(1), _Step(2), _Step(3)]
+    # Step 2 has no checkpoint: step 3 is compared with step 1's state, step 1 with {}.
+    counts = state_change_counts(steps, {1: {"n": 1}, 3: {"n": 2, "m": 0}})
+    assert counts == {1: 1, 3: 2}
+
+
+def test_equal_looking_values_of_other_json_types_are_changes():
+    # Equal in Python (True == 1, 1 == 1.0) is not always the same JSON.
+    assert json_diff({"a": [1, True], "b": {"c": 1}}, {"a": [1, 1], "b": {"c": 1}}) == [
+        Change("/a/1", "changed", True, 1)
+    ]
+    assert json_diff({"a": [1, 2.0]}, {"a": [1, 2]}) == []
+    assert json_diff({"a": {"b": [1, {"c": None}]}}, {"a": {"b": [1, {"c": None}]}}) == []

@@ -111,7 +111,10 @@ def test_the_reviewer_of_the_second_booking_sees_the_first_was_refused(
     approve_next(run, reviewer, django_capture_on_commit_callbacks)
     assert run.steps.get(index=3).tool_error
     client.force_login(reviewer)
-    html = client.get(reverse("approval-inbox")).content.decode()
+    waiting = run.steps.get(status="waiting")
+    approval = waiting.approval
+    # The card's context (earlier steps) loads when the reviewer opens it.
+    html = client.get(reverse("approval-context", args=[approval.pk])).content.decode()
     badges = re.findall(
         r'<span class="mono">#(\d+) (\w+)</span>\s*<span [^>]*data-step-badge>([^<]+)</span>', html
     )

@@ -1,0 +1,175 @@
+"""Pages: server time of the run page, the approvals inbox and the runs list, rendered
+in-process (no HTTP server), as many times as ``renders`` after ``warmup`` renders.
+
+Data (created in-process with eager tasks, through the services, so every row a page reads
+exists: steps, attempts, checkpoints, audit events, approval requests): one plan run of
+``STEPS_PER_RUN`` ``echo`` steps whose arguments (and so results) are a small JSON document
+(``ECHO_VALUE``), ``INBOX_PENDING`` runs waiting for a reviewer (an ``echo`` step, then
+``send_email``: one full inbox page), and ``LIST_RUNS`` more runs loaded with SQL
+(``harness.load_runs``), so the runs list shows a full page of 50.
+
+Server time of a page: ``django.test.Client.get`` of its URL with the session of a logged-in
+user (an operator for the run page and the runs list, a reviewer for the inbox): the whole
+middleware chain, the view, its queries and its template, without daphne and Django's ASGI
+handler (about 3 ms more a request on the development machine, benchmarks/README.md). The
+figures are the median over the renders of the wall time (``time.perf_counter``) and of the
+process's CPU time (``time.process_time``: the Python work alone, less disturbed by the
+machine's other load; PostgreSQL's own time is not in it). Targets (issue 12, item 10): run
+page and inbox at most 15 ms, runs list at most 10 ms, on the wall-time median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs
+
+NAME = "pages"
+STEPS_PER_RUN = 50
+INBOX_PENDING = 25
+LIST_RUNS = 60
+# What each step of the run page echoes: a small customer record, so its arguments and result
+# are JSON trees of a few levels, as a real agent's are.
+ECHO_VALUE = {
+    "customer": {
+        "id": "C-1042",
+        "name": "Ada Lovelace",
+        "tier": "gold",
+        "email": "ada@example.com",
+    },
+    "reservation": {
+        "id": "ZFA04Y",
+        "flights": [
+            {"number": "HAT170", "from": "LAS", "to": "IAH", "date": "2024-05-17"},
+            {"number": "HAT112", "from": "IAH", "to": "LAS", "date": "2024-05-21"},
+        ],
+        "passengers": [{"first": "Ada", "last": "Lovelace", "dob": "1990-12-10"}],
+        "insurance": True,
+        "total_usd": 412.5,
+    },
+    "notes": "Customer asked to move the return flight by one day if the fare allows it.",
+}
+
+
+@dataclass(frozen=True)
+class Size:
+    warmup: int
+    renders: int
+
+
+SIZES = {"tiny": Size(warmup=1, renders=3), "full": Size(warmup=10, renders=50)}
+
+_PAGES = {
+    "page": (f"run page ({STEPS_PER_RUN} steps)", 15),
+    "inbox": (f"approvals inbox ({INBOX_PENDING} requests)", 15),
+    "list": ("runs list (50 runs)", 10),
+}
+
+FIGURES = [
+    Figure(f"{page}_wall", f"{label}: server time, median", "ms", (Target("<=", bound),))
+    for page, (label, bound) in _PAGES.items()
+] + [
+    Figure(f"{page}_cpu", f"{label}: server CPU time, median", "ms")
+    for page, (label, _) in _PAGES.items()
+]
+
+
+def _eager_runs(count: int, goal: str, steps: list[dict[str, Any]], actor: Any) -> list[str]:
+    """Create and execute ``count`` plan runs in this process (eager tasks); their ids."""
+    from agentops.celery import app
+    from runs.control.create import run_create
+
+    app.conf.task_always_eager = True
+    try:
+        return [
+            str(run_create(actor=actor, agent="plan", goal=f"{goal} {i}", steps=steps).pk)
+            for i in range(count)
+        ]
+    finally:
+        app.conf.task_always_eager = False
+
+
+@dataclass
+class Fixture:
+    """The logged-in clients and the URL each page is measured at."""
+
+    operator: Any
+    reviewer: Any
+    urls: dict[str, str]
+
+
+def prepare() -> Fixture:
+    """Create the data and log the users in."""
+    from django.test import Client
+
+    from agentops.actors import Actor
+
+    users = bench_users()
+    actor = Actor.for_user(users["operator"])
+    load_runs(tag="pages", runs=LIST_RUNS, steps_per_run=STEPS_PER_RUN)
+    (run_id,) = _eager_runs(
+        1,
+        "pages bench",
+        [
+            {"tool": "echo", "args": {"value": {**ECHO_VALUE, "step": i}}, "rationale": f"step {i}"}
+            for i in range(STEPS_PER_RUN)
+        ],
+        actor,
+    )
+    _eager_runs(
+        INBOX_PENDING,
+        "inbox bench",
+        [
+            {"tool": "echo", "args": {"value": ECHO_VALUE}},
+            {
+                "tool": "send_email",
+                "args": {"to": ["ada@example.com"], "subject": "Your trip", "body": "Moved."},
+                "rationale": "The customer asked for written confirmation",
+            },
+        ],
+        actor,
+    )
+    operator, reviewer = Client(), Client()
+    operator.force_login(users["operator"])
+    reviewer.force_login(users["reviewer"])
+    return Fixture(
+        operator=operator,
+        reviewer=reviewer,
+        urls={"page": f"/runs/{run_id}/", "inbox": "/approvals/", "list": "/"},
+    )
+
+
+def measure(client: Any, url: str, warmup: int, renders: int) -> tuple[float, float]:
+    """Median wall and CPU time (ms) of ``renders`` GETs of ``url`` after ``warmup`` ones.
+
+    Raises:
+        RuntimeError: a response was not 200.
+    """
+    walls: list[float] = []
+    cpus: list[float] = []
+    for i in range(warmup + renders):
+        wall, cpu = time.perf_counter(), time.process_time()
+        response = client.get(url)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {url}: {response.status_code}")
+        if i >= warmup:
+            walls.append(wall * 1000)
+            cpus.append(cpu * 1000)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def run(bench: Bench) -> Iterator[Sample]:
+    size = SIZES[bench.size]
+    bench.stop_workers()
+    fx = prepare()
+    for _ in range(bench.repeat):
+        for page in _PAGES:
+            client = fx.reviewer if page == "inbox" else fx.operator
+            wall, cpu = measure(client, fx.urls[page], size.warmup, size.renders)
+            yield Sample(f"{page}_wall", wall)
+            yield Sample(f"{page}_cpu", cpu)
