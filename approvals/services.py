@@ -328,6 +328,22 @@ def _due(field: str, done_field: str) -> list[tuple[int, Any]]:
     )
 
 
+def _mark_due(
+    approval_id: int, run_id: Any, done_field: str
+) -> tuple[Run, Step, ApprovalRequest] | None:
+    """Inside a transaction: lock the run, the step and the request (lock order of
+    ``runs.transitions``) and set the request's ``done_field`` to now, unless it is no longer
+    pending or another beat run set it first (then None)."""
+    run = lock_run(run_id)
+    step = Step.objects.select_for_update().get(approval__pk=approval_id)
+    approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
+    if approval.status != ApprovalStatus.PENDING or getattr(approval, done_field) is not None:
+        return None
+    setattr(approval, done_field, timezone.now())
+    approval.save(update_fields=[done_field])
+    return run, step, approval
+
+
 def approval_remind_due(*, actor: Actor) -> int:
     """Remind the approvers of every pending request whose ``remind_at`` has come and that was
     not reminded yet: ``reminded_at`` set, an ``approval.reminded`` audit event, and a
@@ -337,15 +353,11 @@ def approval_remind_due(*, actor: Actor) -> int:
     reminded = 0
     for approval_id, run_id in _due("remind_at", "reminded_at"):
         with audited_atomic():
-            run = lock_run(run_id)
-            step = Step.objects.select_for_update().get(approval__pk=approval_id)
-            approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-            if approval.status != ApprovalStatus.PENDING or approval.reminded_at is not None:
+            marked = _mark_due(approval_id, run_id, "reminded_at")
+            if marked is None:
                 continue
-            approval.reminded_at = timezone.now()
-            approval.save(update_fields=["reminded_at"])
-            policy = approval.rule
-            groups = policy.deciding_groups(escalated=False)
+            run, step, approval = marked
+            groups = approval.rule.deciding_groups(escalated=False)
             sent = notifications_record(
                 approval=approval,
                 run=run,
@@ -370,13 +382,10 @@ def approval_escalate_due(*, actor: Actor) -> int:
     escalated = 0
     for approval_id, run_id in _due("escalate_at", "escalated_at"):
         with audited_atomic():
-            run = lock_run(run_id)
-            step = Step.objects.select_for_update().get(approval__pk=approval_id)
-            approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-            if approval.status != ApprovalStatus.PENDING or approval.escalated_at is not None:
+            marked = _mark_due(approval_id, run_id, "escalated_at")
+            if marked is None:
                 continue
-            approval.escalated_at = timezone.now()
-            approval.save(update_fields=["escalated_at"])
+            run, step, approval = marked
             group = approval.rule.escalation_group
             sent = notifications_record(
                 approval=approval,

@@ -226,3 +226,20 @@ def held_messages(monkeypatch) -> list[tuple[str, tuple]]:  # type: ignore[no-un
         )
         monkeypatch.setattr(task, "delay", lambda *args, name=task.name: sent.append((name, args)))
     return sent
+
+
+@pytest.fixture
+def opened():  # type: ignore[no-untyped-def]
+    """``opened(**kwargs)`` is a new ``testsupport.open_transactions.OpenTransaction`` (a
+    transaction held open on its own connection); what a failure leaves open is rolled back."""
+    from testsupport.open_transactions import OpenTransaction
+
+    made: list[OpenTransaction] = []
+
+    def make(**kwargs):  # type: ignore[no-untyped-def]
+        made.append(OpenTransaction(**kwargs))
+        return made[-1]
+
+    yield make
+    for held in made:
+        held.abort()

@@ -14,24 +14,8 @@ from django.conf import settings
 
 from audit.models import AuditEvent
 from audit.streams import stream_events, stream_head
-from testsupport.open_transactions import OpenTransaction
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def opened():
-    """``opened(**kwargs)`` is a new ``OpenTransaction``; what a failure leaves open is rolled
-    back."""
-    made: list[OpenTransaction] = []
-
-    def make(**kwargs):
-        made.append(OpenTransaction(**kwargs))
-        return made[-1]
-
-    yield make
-    for transaction in made:
-        transaction.abort()
 
 
 def ids(after: int, **filters: Any) -> list[int]:

@@ -12,24 +12,8 @@ from channels.db import database_sync_to_async
 from audit.streams import stream_head
 from projects.services import project_default
 from tests.live.conftest import acreate_run, communicator, session_cookie
-from testsupport.open_transactions import OpenTransaction
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("live_db")]
-
-
-@pytest.fixture
-def opened():
-    """``opened(**kwargs)`` is a new ``OpenTransaction``, rolled back if a failure left it
-    open."""
-    made: list[OpenTransaction] = []
-
-    def make(**kwargs):
-        made.append(OpenTransaction(**kwargs))
-        return made[-1]
-
-    yield make
-    for transaction in made:
-        transaction.abort()
 
 
 async def messages_until(comm, done, timeout: float = 10) -> list[dict]:
