@@ -15,22 +15,18 @@ Every write names a guard (the status or version the row was read with, like dja
 ``ConcurrentTransitionMixin``); a write that finds the row changed raises
 ``ConcurrentTransition``.
 
-Inside ``batch()`` (PostgreSQL) statements are pipelined (psycopg's pipeline mode): each is
-sent without waiting for its answer, and one round trip (``Batch.sync``) brings all the answers
-back. Writes whose answers are not read (``write_where``, ``update``, ``insert`` without
-``returning``, ``execute``) are held and sent as one statement of data-modifying CTEs when
-something else is sent or the batch syncs; a guarded write is checked at the sync, which comes
-before the commit. So a transaction of a dozen statements costs a few round trips and a few
-statements instead of a dozen of each.
+Inside ``agentops.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
+answers are not read (``write_where``, ``update``, ``insert`` without ``returning``,
+``execute``) are held and sent together, reads queued with ``select_later`` are answered
+together, and a guarded write is checked by the database before the commit. So a
+transaction of a dozen statements costs a few round trips and a few statements instead of a
+dozen of each.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
@@ -39,6 +35,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django_fsm import ConcurrentTransition
+
+from agentops.pipeline import current_batch
 
 M = TypeVar("M", bound=Model)
 
@@ -188,7 +186,7 @@ def select(
     what was queued before is sent with it (one round trip).
     """
     sql, params = _select_sql(model, where, params, lock, order_by, limit)
-    batch = _local.batch
+    batch = current_batch()
     if batch is not None:
         cursor = batch.queue(sql, params)
         batch.sync()
@@ -199,6 +197,29 @@ def select(
             cursor.execute(sql, params)
             found = cursor.fetchall()
     return _instances(model, found)
+
+
+def select_later(
+    model: type[M],
+    where: str,
+    params: Sequence[Any],
+    *,
+    lock: bool = False,
+    order_by: str = "",
+    limit: int | None = None,
+) -> Callable[[], list[M]]:
+    """``select`` queued in this thread's batch (``agentops.pipeline.current_batch``);
+    returns the function that reads its instances after the batch's next ``sync`` (called
+    earlier, it waits for them: a round trip).
+
+    Raises:
+        RuntimeError: no batch is open.
+    """
+    batch = current_batch()
+    if batch is None:
+        raise RuntimeError("select_later needs an open batch")
+    rows = batch.fetch_later(*_select_sql(model, where, params, lock, order_by, limit))
+    return lambda: _instances(model, rows())
 
 
 def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
@@ -248,7 +269,7 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
     what it holds is sent with it (one round trip): use ``write_where`` when the count does
     not matter."""
     sql, params = _update_params(model, values, where)
-    batch = _local.batch
+    batch = current_batch()
     if batch is not None:
         cursor = batch.queue(sql, params)
         batch.sync()
@@ -261,7 +282,7 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
 def write_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> None:
     """``update_where`` without the count: inside a batch it is held and sent with the batch's
     other writes."""
-    batch = _local.batch
+    batch = current_batch()
     if batch is None:
         update_where(model, values, where)
         return
@@ -301,7 +322,7 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
         values[name] = table.fields[name].pre_save(obj, add=False)
     changed = ConcurrentTransition(f"{obj!r} changed since it was read ({guard})")
     sql, params = _update_params(model, values, {"pk": obj.pk, **guard})
-    batch = _local.batch
+    batch = current_batch()
     if batch is not None:
         batch.write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed)
     else:
@@ -348,7 +369,7 @@ def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
     with_pk = objs[0].pk is not None
     sql, fields = _insert_sql(model, len(objs), with_pk, returning)
     params = [f.get_db_prep_save(f.pre_save(obj, add=True), db) for obj in objs for f in fields]
-    batch = _local.batch
+    batch = current_batch()
     if not returning:
         if batch is not None:
             batch.write(sql, params, table=model._meta.db_table, insert=True)
@@ -417,7 +438,7 @@ def execute(
     not read (``row`` and ``insert`` as ``Batch.write``); with ``expect_one``, raise it unless
     the statement changed exactly one row. Inside a batch it is held and sent with the batch's
     other writes, and checked at the next sync (before the commit)."""
-    batch = _local.batch
+    batch = current_batch()
     if batch is not None:
         batch.write(sql, params, table=table, row=row, insert=insert, expect_one=expect_one)
         return
@@ -429,281 +450,9 @@ def execute(
 
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The rows (tuples) of one query; inside a batch, what it holds is sent with it."""
-    batch = _local.batch
+    batch = current_batch()
     if batch is not None:
         return batch.fetch_later(sql, params)()
     with _db().cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
-
-
-@dataclass
-class _Write:
-    sql: str
-    params: Sequence[Any]
-    expect_one: Exception | None
-
-
-@dataclass
-class _Held:
-    """Writes held by a batch until something else is sent. They go as one statement of
-    data-modifying CTEs, which sees none of its own changes and may change a row only once:
-    a write joins only if no held write is an INSERT into its table (it could not see the new
-    rows), and, for an UPDATE, none updates the same row (by key) or rows of its table by a
-    condition (which rows is not known)."""
-
-    writes: list[_Write] = dataclasses.field(default_factory=list)
-    inserted: set[str] = dataclasses.field(default_factory=set)
-    updated: set[str] = dataclasses.field(default_factory=set)
-    by_condition: set[str] = dataclasses.field(default_factory=set)
-    rows: set[tuple[str, Any]] = dataclasses.field(default_factory=set)
-
-    def admits(self, table: str, row: Any, insert: bool) -> bool:
-        if insert:
-            return True
-        if table in self.inserted or table in self.by_condition:
-            return False
-        if row is None:
-            return table not in self.updated
-        return (table, row) not in self.rows
-
-    def add(self, write: _Write, table: str, row: Any, insert: bool) -> None:
-        self.writes.append(write)
-        if insert:
-            self.inserted.add(table)
-            return
-        self.updated.add(table)
-        if row is None:
-            self.by_condition.add(table)
-        else:
-            self.rows.add((table, row))
-
-
-# psycopg keeps the parsed form of a statement only up to these sizes (psycopg._queries,
-# MAX_CACHED_STATEMENT_LENGTH and _PARAMS); a longer combined write would be parsed again on
-# every use, which costs more than the statements it combines.
-_COMBINED_MAX_LENGTH = 3800
-_COMBINED_MAX_PARAMS = 50
-
-
-def _fits(group: list[_Write], write: _Write) -> bool:
-    """Whether ``write`` may join ``group`` in one combined statement."""
-    params = sum(len(held.params) for held in group) + len(write.params)
-    length = sum(len(held.sql) + 40 for held in group) + len(write.sql) + 40
-    return params <= _COMBINED_MAX_PARAMS and length <= _COMBINED_MAX_LENGTH
-
-
-@cache
-def _combined_sql(statements: tuple[str, ...]) -> str:
-    """One statement running ``statements`` (each an INSERT or UPDATE without RETURNING) as
-    data-modifying CTEs, answering one row of how many rows each changed."""
-    ctes = ", ".join(f"w{i} AS ({sql} RETURNING 1)" for i, sql in enumerate(statements))
-    counts = ", ".join(f"(SELECT count(*) FROM w{i})" for i in range(len(statements)))  # noqa: S608
-    return f"WITH {ctes} SELECT {counts}"
-
-
-class Batch:
-    """Statements of this module sent without waiting for each answer, and writes sent
-    together (see the module's docstring); on a database without pipelines (SQLite) each runs
-    at once.
-
-    A statement from anywhere else (the ORM, a savepoint) while the batch is open closes it
-    first (``close``): the ORM reads a row count or an error right after sending, and in a
-    pipeline they would not have arrived yet. What follows runs statement by statement.
-    """
-
-    def __init__(self) -> None:
-        self.db = _db()
-        self._stack = ExitStack()
-        self._pipeline: Any = None
-        self._held = _Held()
-        self._sent = False
-        # Checks at the next sync: (cursor, column of its counts row or None, error).
-        self._checks: list[tuple[Any, int | None, Exception]] = []
-        if self.db.vendor == "postgresql":
-            self.db.ensure_connection()
-            with self.db.wrap_database_errors:
-                self._pipeline = self._stack.enter_context(self.db.connection.pipeline())
-            self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
-
-    @property
-    def pipelined(self) -> bool:
-        """Whether statements are pipelined (PostgreSQL) rather than run at once."""
-        return self._pipeline is not None
-
-    def _outside_statement(
-        self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
-    ) -> Any:
-        if not _local.issuing:
-            self.close()
-        return execute(sql, params, many, context)
-
-    def _send(self, sql: str, params: Sequence[Any]) -> Any:
-        cursor = self.db.cursor()
-        _local.issuing = True
-        try:
-            cursor.execute(sql, params)
-        finally:
-            _local.issuing = False
-        self._sent = self._pipeline is not None
-        return cursor
-
-    def queue(self, sql: str, params: Sequence[Any]) -> Any:
-        """Send one statement (``%s`` parameters), after the writes held before it, without
-        waiting; returns its cursor, whose answer (rows, row count) is there after the next
-        ``sync``."""
-        self._send_held()
-        return self._send(sql, params)
-
-    def write(
-        self,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        table: str,
-        row: Any = None,
-        insert: bool = False,
-        expect_one: Exception | None = None,
-    ) -> None:
-        """Hold one INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` to be sent
-        with the other held writes: with ``insert``, it adds rows (an upsert is an UPDATE of
-        its ``row``); else it updates the one row whose key is ``row``, or the rows a condition
-        picks (``row`` None). With ``expect_one``, the next sync raises it unless the write
-        changed exactly one row."""
-        if self._pipeline is None:
-            cursor = self._send(sql, params)
-            if expect_one is not None and cursor.rowcount != 1:
-                raise expect_one
-            return
-        if not self._held.admits(table, row, insert):
-            self._send_held()
-        self._held.add(_Write(sql, params, expect_one), table, row, insert)
-
-    def _send_held(self) -> None:
-        held, self._held = self._held.writes, _Held()
-        group: list[_Write] = []
-        for write in held:
-            if group and not _fits(group, write):
-                self._send_group(group)
-                group = []
-            group.append(write)
-        if group:
-            self._send_group(group)
-
-    def _send_group(self, group: list[_Write]) -> None:
-        if len(group) == 1:
-            (one,) = group
-            cursor = self._send(one.sql, one.params)
-            if one.expect_one is not None:
-                self._checks.append((cursor, None, one.expect_one))
-            return
-        sql = _combined_sql(tuple(write.sql for write in group))
-        cursor = self._send(sql, [param for write in group for param in write.params])
-        for i, write in enumerate(group):
-            if write.expect_one is not None:
-                self._checks.append((cursor, i, write.expect_one))
-
-    def select_later(
-        self,
-        model: type[M],
-        where: str,
-        params: Sequence[Any],
-        *,
-        lock: bool = False,
-        order_by: str = "",
-        limit: int | None = None,
-    ) -> Callable[[], list[M]]:
-        """``select`` sent now; returns the function that reads its instances after the next
-        ``sync`` (called earlier, it waits for them: a round trip)."""
-        rows = self.fetch_later(*_select_sql(model, where, params, lock, order_by, limit))
-        return lambda: _instances(model, rows())
-
-    def fetch_later(self, sql: str, params: Sequence[Any]) -> Callable[[], list[tuple[Any, ...]]]:
-        """``fetch`` sent now; returns the function that reads its rows after the next
-        ``sync`` (called earlier, it waits for them: a round trip)."""
-        cursor = self.queue(sql, params)
-        found: list[list[tuple[Any, ...]]] = []
-
-        def read() -> list[tuple[Any, ...]]:
-            if not found:
-                with self.db.wrap_database_errors:
-                    found.append(list(cursor.fetchall()))
-            return found[0]
-
-        return read
-
-    def sync(self) -> None:
-        """Send the held writes and wait for the answers of everything sent (one round trip;
-        none when nothing is), then check the writes that named an ``expect_one`` error.
-
-        Raises:
-            the ``expect_one`` error of a write that changed no row (or several).
-            django.db.DatabaseError: a statement failed (the transaction is aborted).
-        """
-        self._send_held()
-        if not self._sent:
-            return
-        with self.db.wrap_database_errors:
-            self._pipeline.sync()
-        self._sent = False
-        self._check()
-
-    def _check(self) -> None:
-        checks, self._checks = self._checks, []
-        counts: dict[int, tuple[Any, ...]] = {}
-        for cursor, column, error in checks:
-            if column is None:
-                changed = cursor.rowcount
-            else:
-                if id(cursor) not in counts:
-                    counts[id(cursor)] = cursor.fetchone()
-                changed = counts[id(cursor)][column]
-            if changed != 1:
-                raise error
-
-    def close(self) -> None:
-        """Send what is held and leave pipeline mode (one round trip, and the checks of
-        ``sync``); what follows runs statement by statement, in the same transaction."""
-        if _local.batch is self:
-            _local.batch = None
-        if self._pipeline is None:
-            return
-        self._send_held()
-        self._pipeline = None
-        with self.db.wrap_database_errors:
-            self._stack.close()
-        self._check()
-
-
-class _Local(threading.local):
-    batch: Batch | None = None
-    issuing = False
-
-
-_local = _Local()
-
-
-@contextmanager
-def batch() -> Iterator[Batch]:
-    """A ``Batch`` for the statements of this module in this block (and this thread), closed
-    (what it holds sent and checked) when the block ends. Open it inside
-    ``transaction.atomic``, so the checks come before the commit.
-
-    Raises:
-        RuntimeError: a batch is already open in this thread.
-    """
-    if _local.batch is not None:
-        raise RuntimeError("batches do not nest")
-    opened = _local.batch = Batch()
-    try:
-        yield opened
-    except BaseException:
-        _local.batch = None
-        opened._stack.close()
-        raise
-    opened.close()
-
-
-def current_batch() -> Batch | None:
-    """This thread's open batch, or None."""
-    return _local.batch

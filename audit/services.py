@@ -13,8 +13,9 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from agentops import rows
+from agentops import pipeline, rows
 from agentops.actors import Actor
+from agentops.pipeline import current_batch
 from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
 from audit.context import current_actor
 from audit.live import publish_on_commit
@@ -148,7 +149,7 @@ def audit_prefetch(*, chains: list[str], events: int) -> None:
     Raises:
         RuntimeError: not inside a pipelined ``audited_atomic`` block.
     """
-    batch = rows.current_batch()
+    batch = current_batch()
     if batch is None or _buffer.events is None:
         raise RuntimeError("audit_prefetch needs a pipelined audited_atomic block")
     # The heads' locks first, then the ids: a chain's writers take ids only under its head's
@@ -166,9 +167,11 @@ def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
     before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
     instead of all of them per event.
 
-    With ``pipelined``, the block runs in an ``agentops.rows`` batch (``rows.current_batch``):
+    With ``pipelined``, the block runs in an ``agentops.pipeline`` batch (``current_batch``):
     its statements, the events' INSERT and the heads' upserts go to PostgreSQL without waiting
-    for each answer, and are answered and checked before the COMMIT.
+    for each answer, checked by the database before the COMMIT; when the block is the
+    outermost transaction, its BEGIN travels with its first statements and its COMMIT with
+    its last writes.
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
@@ -178,8 +181,13 @@ def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
             yield
         return
     _buffer.events = []
+    # The outermost block's batch also carries its transaction's BEGIN and COMMIT.
+    outermost = not connection.in_atomic_block
     try:
-        with transaction.atomic(), rows.batch() if pipelined else nullcontext():
+        with (
+            transaction.atomic(),
+            pipeline.batch(transaction=outermost) if pipelined else nullcontext(),
+        ):
             yield
             # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
             # events of their own must start their own block, not join this finished one.

@@ -11,6 +11,7 @@ from django.conf import settings
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.pipeline import current_batch
 from audit.models import run_chain
 from audit.services import audit_prefetch, audited_atomic
 from projects.models import Project, default_project_id
@@ -299,12 +300,12 @@ def _lock_for_append(
     Raises:
         Run.DoesNotExist: unknown run.
     """
-    batch = rows.current_batch()
+    batch = current_batch()
     assert batch is not None  # inside audited_atomic(pipelined=True)
-    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
+    read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
     read_count = batch.fetch_later("SELECT count(*) FROM runs_step WHERE run_id = %s", [run_id])
     marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
-    read_open = batch.select_later(
+    read_open = rows.select_later(
         Step,
         f"run_id = %s AND status IN ({marks})",
         [run_id, *OPEN_STEP_STATUSES],
@@ -315,7 +316,7 @@ def _lock_for_append(
     read_key = batch.fetch_later(_RESERVE_STEP_KEY, []) if batch.pipelined else None
     read_repeat = None
     if repeat_of:
-        read_repeat = batch.select_later(
+        read_repeat = rows.select_later(
             Step,
             f"run_id = %s AND tool_call_id = %s AND status IN ({marks})",
             [run_id, repeat_of, *OPEN_STEP_STATUSES],

@@ -32,6 +32,7 @@ from django.utils import timezone
 from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.pipeline import current_batch
 from audit.models import run_chain
 from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
@@ -235,11 +236,11 @@ def _lock_for_report(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step, list[S
     Raises:
         Run.DoesNotExist, Step.DoesNotExist: no such run, or no such step in it.
     """
-    batch = rows.current_batch()
+    batch = current_batch()
     assert batch is not None  # inside audited_atomic(pipelined=True)
-    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
-    read_step = batch.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
-    read_next = batch.select_later(
+    read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
+    read_step = rows.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
+    read_next = rows.select_later(
         Step,
         f"run_id = %s AND status IN ({', '.join(['%s'] * len(OPEN_STEP_STATUSES))}) AND id <> %s",
         [run_id, *OPEN_STEP_STATUSES, step_id],

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
+from agentops.pipeline import current_batch
 from audit.models import run_chain
 from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
@@ -131,13 +132,13 @@ def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
     """Lock the claimed step's run, the step and the run's first other open step, and queue
     the audit chain's head and event ids, in one round trip; lock order as
     ``runs.transitions`` (run, steps, audit chain)."""
-    batch = rows.current_batch()
+    batch = current_batch()
     assert batch is not None  # inside audited_atomic(pipelined=True)
     run_id, step_id = claim.step.run_id, claim.step.pk
     marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
-    read_run = batch.select_later(Run, "id = %s", [run_id], lock=True)
-    read_step = batch.select_later(Step, "id = %s", [step_id], lock=True)
-    read_next = batch.select_later(
+    read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
+    read_step = rows.select_later(Step, "id = %s", [step_id], lock=True)
+    read_next = rows.select_later(
         Step,
         f"run_id = %s AND status IN ({marks}) AND id <> %s",
         [run_id, *OPEN_STEP_STATUSES, step_id],

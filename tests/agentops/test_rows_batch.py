@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django_fsm import ConcurrentTransition
 
-from agentops import rows
+from agentops import pipeline, rows
 from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs.control.create import run_create
@@ -57,9 +57,9 @@ def test_the_round_trip_count_follows_the_trace_not_the_messages():
 def test_reads_queued_together_cost_one_round_trip(run):
     step_ids = list(run.steps.order_by("index").values_list("pk", flat=True))
     connection.ensure_connection()
-    with transaction.atomic(), rows.batch() as batch, round_trips(connection) as trips:
-        read_run = batch.select_later(Run, "id = %s", [run.pk], lock=True)
-        read_steps = [batch.select_later(Step, "id = %s", [pk]) for pk in step_ids]
+    with transaction.atomic(), pipeline.batch() as batch, round_trips(connection) as trips:
+        read_run = rows.select_later(Run, "id = %s", [run.pk], lock=True)
+        read_steps = [rows.select_later(Step, "id = %s", [pk]) for pk in step_ids]
         batch.sync()
         (loaded_run,) = read_run()
         loaded = [read() for read in read_steps]
@@ -70,13 +70,13 @@ def test_reads_queued_together_cost_one_round_trip(run):
 
 def test_held_writes_go_as_one_statement_and_all_take_effect(run):
     first, second, third = run.steps.order_by("index")
-    with transaction.atomic(), rows.batch():
+    with transaction.atomic(), pipeline.batch():
         for step in rows.select(Step, "run_id = %s", [run.pk], order_by='"index"'):
             step.enqueue()
             rows.update(step, guard={"status": StepStatus.PENDING})
         rows.insert([Checkpoint(run=run, step=first, index=0, state={"k": 1})], returning=False)
         rows.write_where(Run, {"goal": "written"}, {"pk": run.pk})
-        batch = rows.current_batch()
+        batch = pipeline.current_batch()
         assert batch is not None
         assert len(batch._held.writes) == 5  # nothing sent yet
     stored = dict(Step.objects.filter(run=run).values_list("pk", "status"))
@@ -88,7 +88,7 @@ def test_held_writes_go_as_one_statement_and_all_take_effect(run):
 def test_two_writes_of_one_row_both_take_effect(run):
     # One statement may change a row only once: the second write starts a new statement.
     step = run.steps.order_by("index").first()
-    with transaction.atomic(), rows.batch():
+    with transaction.atomic(), pipeline.batch():
         rows.write_where(Step, {"rationale": "one"}, {"pk": step.pk})
         rows.write_where(Step, {"lease_owner": "two"}, {"pk": step.pk})
     stored = Step.objects.get(pk=step.pk)
@@ -97,7 +97,7 @@ def test_two_writes_of_one_row_both_take_effect(run):
 
 def test_an_update_after_an_insert_of_its_table_sees_the_new_row(run):
     step = run.steps.order_by("index").first()
-    with transaction.atomic(), rows.batch():
+    with transaction.atomic(), pipeline.batch():
         rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
         rows.write_where(Checkpoint, {"state": {"seen": True}}, {"run_id": run.pk})
     assert list(Checkpoint.objects.filter(run=run).values_list("state", flat=True)) == [
@@ -113,7 +113,7 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
         loaded[pk].enqueue()
 
     def write_both() -> None:
-        with transaction.atomic(), rows.batch():
+        with transaction.atomic(), pipeline.batch():
             for pk in (first.pk, second.pk):
                 rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
             rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
@@ -128,11 +128,11 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
 
 def test_an_orm_statement_closes_the_batch_and_reads_a_true_count(run):
     step = run.steps.order_by("index").first()
-    with transaction.atomic(), rows.batch():
+    with transaction.atomic(), pipeline.batch():
         rows.write_where(Step, {"rationale": "held"}, {"pk": step.pk})
         # The ORM reads its row count at once: the batch sends what it holds first.
         assert Step.objects.filter(pk=step.pk, rationale="held").update(lease_owner="orm") == 1
-        assert rows.current_batch() is None
+        assert pipeline.current_batch() is None
     assert Step.objects.get(pk=step.pk).lease_owner == "orm"
 
 
@@ -165,10 +165,10 @@ def test_an_unchanged_field_is_not_written(run):
     assert (stored.status, stored.lease_owner) == (StepStatus.QUEUED, "someone")
 
 
-def test_a_recorded_step_costs_four_round_trips(settings):
-    """Each step after the first: the transaction's start (BEGIN, for which psycopg waits in
-    pipeline mode; a savepoint inside the test's transaction), the locks and reads, the writes
-    with the audit events and the next step's claim, and the COMMIT (release)."""
+def test_a_recorded_step_costs_four_round_trips_inside_another_transaction(settings):
+    """Each step after the first, inside the test's transaction: the savepoint, the locks and
+    reads, the writes with the audit events and the next step's claim, and the savepoint's
+    release (on its own, test_pipeline_transaction: two)."""
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
     connection.ensure_connection()
 
@@ -204,9 +204,10 @@ def test_audit_prefetch_needs_a_pipelined_block():
 
 
 def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
-    """Appending (BEGIN; locks, count, reserved key, a repeat of the call; writes; COMMIT) and
-    reporting (BEGIN; locks; writes; COMMIT) a low-risk client step, as the MCP gateway does
-    for each call; the risk rules are kept by the process."""
+    """Appending (savepoint; locks, count, reserved key, a repeat of the call; writes;
+    release) and reporting (savepoint; locks; writes; release) a low-risk client step inside
+    the test's transaction, as the MCP gateway does for each call; the risk rules are kept by
+    the process."""
     from runs.control.create import step_append
     from runs.executor.client import step_report
     from runs.models import Executor

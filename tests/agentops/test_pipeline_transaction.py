@@ -1,0 +1,192 @@
+"""A batch that begins its own transaction (``pipeline.batch(transaction=True)``, the
+outermost ``audited_atomic(pipelined=True)``): BEGIN with the first statements, COMMIT with
+the last writes, guards checked by the database before that COMMIT, and everything still one
+transaction, as another connection sees it."""
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+from django_fsm import ConcurrentTransition
+
+from agentops import pipeline, rows
+from agentops.actors import Actor
+from audit.services import audited_atomic
+from runs.control.create import run_create
+from runs.executor.entry import run_advance
+from runs import wakeups
+from runs.models import Checkpoint, Run, Step, StepStatus
+from testsupport.roundtrips import round_trips
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run(operator):  # type: ignore[no-untyped-def]
+    """A run of two steps, which tasks run at once here: its checkpoints are removed and its
+    steps made pending again, rows for the tests to write."""
+    made = run_create(
+        actor=Actor.for_user(operator),
+        agent="plan",
+        goal="own transaction",
+        steps=[{"tool": "echo", "args": {"value": 1}}] * 2,
+    )
+    Checkpoint.objects.filter(run=made).delete()
+    Step.objects.filter(run=made).update(status=StepStatus.PENDING)
+    return made
+
+
+def observer() -> psycopg.Connection:
+    """A second connection to the test database, outside Django: what others see."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return psycopg.connect(**params, autocommit=True)
+
+
+def checkpoints_seen_by_others(run: Run) -> int:
+    with observer() as other:
+        found = other.execute(
+            "SELECT count(*) FROM runs_checkpoint WHERE run_id = %s", [run.pk]
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+class Silent:
+    """A wake-up sender that sends nothing."""
+
+    def execute_step(self, step_id: int) -> None:
+        pass
+
+    def advance_run(self, run_id: object) -> None:
+        pass
+
+    def retry_step(self, step_id: int, delay: float) -> None:
+        pass
+
+
+def connection_is_idle() -> bool:
+    return connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_the_writes_are_one_transaction_committed_at_the_end(run):
+    step = run.steps.order_by("index").first()
+    with audited_atomic(pipelined=True):
+        batch = pipeline.current_batch()
+        assert batch is not None and batch.pipelined
+        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        batch.sync()  # the INSERT has run on the server...
+        assert checkpoints_seen_by_others(run) == 0  # ...inside a transaction not yet committed
+    assert checkpoints_seen_by_others(run) == 1
+    assert connection_is_idle()
+
+
+def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothing(run):
+    first, second = list(run.steps.order_by("index"))
+    loaded = {s.pk: s for s in rows.select(Step, "run_id = %s", [run.pk])}
+    Step.objects.filter(pk=second.pk).update(status=StepStatus.SKIPPED)  # after the read
+    for pk in (first.pk, second.pk):
+        loaded[pk].enqueue()
+    with pytest.raises(ConcurrentTransition), audited_atomic(pipelined=True):
+        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        for pk in (first.pk, second.pk):
+            rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+    # The COMMIT went with the writes: only the database's own check kept them out.
+    assert checkpoints_seen_by_others(run) == 0
+    statuses = dict(Step.objects.filter(run=run).values_list("pk", "status"))
+    assert statuses == {first.pk: StepStatus.PENDING, second.pk: StepStatus.SKIPPED}
+    assert connection_is_idle()
+    # The connection goes on as before: the next transaction commits.
+    with audited_atomic(pipelined=True):
+        rows.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
+    assert Step.objects.get(pk=first.pk).status == StepStatus.QUEUED
+
+
+def test_an_error_in_the_block_rolls_the_transaction_back(run):
+    step = run.steps.order_by("index").first()
+    with pytest.raises(ValueError), audited_atomic(pipelined=True):
+        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        pipeline.current_batch().sync()  # type: ignore[union-attr]
+        raise ValueError("the service gave up")
+    assert checkpoints_seen_by_others(run) == 0
+    assert connection_is_idle()
+    with transaction.atomic():
+        Checkpoint.objects.create(run=run, step=step, index=0, state={})
+    assert checkpoints_seen_by_others(run) == 1
+
+
+def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
+    first, second = list(run.steps.order_by("index"))
+    with audited_atomic(pipelined=True):
+        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        Step.objects.filter(pk=second.pk).update(rationale="by the ORM")
+        assert pipeline.current_batch() is None
+        assert checkpoints_seen_by_others(run) == 0
+    assert checkpoints_seen_by_others(run) == 1
+    assert Step.objects.get(pk=second.pk).rationale == "by the ORM"
+    with pytest.raises(ValueError), audited_atomic(pipelined=True):
+        rows.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
+        Step.objects.filter(pk=second.pk).update(rationale="rolled back")
+        raise ValueError("after the ORM statement")
+    assert checkpoints_seen_by_others(run) == 1
+    assert Step.objects.get(pk=second.pk).rationale == "by the ORM"
+    assert connection_is_idle()
+
+
+def test_a_recorded_step_costs_two_round_trips_and_one_commit(monkeypatch):
+    """Each step after the first: BEGIN with the locks and reads; the writes, the audit
+    events, the next step's claim and the COMMIT."""
+    monkeypatch.setattr(settings, "AGENTOPS_CLAIM_NEXT_SECONDS", 60)
+    # No wake-up reaches the (eager) tasks: this test's worker runs each run from its start.
+    monkeypatch.setattr(wakeups, "_installed", [Silent()])
+    connection.ensure_connection()
+
+    def trips_of(steps: int) -> tuple[int, int]:
+        started = run_create(
+            actor=Actor.system("test"),
+            agent="plan",
+            goal="round trips",
+            steps=[{"tool": "echo", "args": {"value": 1}}] * steps,
+        )
+        with round_trips(connection) as trips:
+            run_advance(run_id=started.pk, actor=Actor.worker(), execute=True)
+        assert Run.objects.get(pk=started.pk).status == "succeeded"
+        return trips.count, trips.commits
+
+    (short, short_commits), (long, long_commits) = trips_of(11), trips_of(21)
+    assert (long - short, long_commits - short_commits) == (2 * 10, 10)
+
+
+def test_a_client_step_appended_and_reported_costs_four_round_trips(operator):
+    """Appending (BEGIN with the locks and reads; the writes and COMMIT) and reporting (the
+    same) a low-risk client step, as the MCP gateway does for each call."""
+    from runs.control.create import step_append
+    from runs.executor.client import step_report
+    from runs.models import Executor
+
+    actor = Actor.for_user(operator)
+    run = run_create(actor=actor, agent="client", goal="client round trips")
+    connection.ensure_connection()
+
+    def one_call(n: int) -> tuple[int, int]:
+        with round_trips(connection) as trips:
+            step = step_append(
+                actor=actor,
+                run_id=run.pk,
+                tool="lookup",
+                args={"n": n},
+                executor=Executor.CLIENT,
+                declared_risk="low",
+                tool_call_id=f"call-{n}",
+                reuse_open_call=True,
+            )
+            assert step.status == StepStatus.READY
+            step_report(actor=actor, run_id=run.pk, step_id=step.pk, report={"result": n})
+        return trips.count, trips.commits
+
+    one_call(0)  # the first call of a run also starts it
+    assert [one_call(n) for n in (1, 2, 3)] == [(4, 2)] * 3
+    assert list(run.steps.order_by("index").values_list("status", "result")) == [
+        ("succeeded", n) for n in range(4)
+    ]
