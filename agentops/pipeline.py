@@ -172,10 +172,13 @@ class Batch:
         return execute(sql, params, many, context)
 
     def _send(self, sql: str, params: Sequence[Any] | None) -> Any:
+        # In a pipeline, an earlier statement's error may arrive while this one is sent.
         cursor = self.db.cursor()
         _local.issuing = True
         try:
             cursor.execute(sql, params)
+        except DatabaseError as error:
+            raise self._failed_check(error) from error
         finally:
             _local.issuing = False
         self._sent = self._pipeline is not None
@@ -183,8 +186,11 @@ class Batch:
 
     def _command(self, sql: bytes) -> None:
         # Straight to psycopg, never prepared (a named prepared BEGIN would gain nothing).
-        with self.db.wrap_database_errors:
-            self.db.connection.cursor().execute(sql, prepare=False)
+        try:
+            with self.db.wrap_database_errors:
+                self.db.connection.cursor().execute(sql, prepare=False)
+        except DatabaseError as error:
+            raise self._failed_check(error) from error
         self._sent = True
 
     def queue(self, sql: str, params: Sequence[Any]) -> Any:
@@ -308,7 +314,6 @@ class Batch:
             with self.db.wrap_database_errors:
                 self._stack.close()
         except DatabaseError as error:
-            self._end_failed()
             raise self._failed_check(error) from error
         if commit and self._began:
             self._autocommit_off()
@@ -370,10 +375,10 @@ def batch(*, transaction: bool = False) -> Iterator[Batch]:
     opened = _local.batch = Batch(transaction=transaction)
     try:
         yield opened
+        opened.close(commit=True)
     except BaseException:
         opened.abandon()
         raise
-    opened.close(commit=True)
 
 
 def current_batch() -> Batch | None:

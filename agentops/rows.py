@@ -120,7 +120,19 @@ def _converted(table: _Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> li
     return values
 
 
-def _instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
+def column_list(model: type[Model]) -> str:
+    """The quoted columns of ``model``'s table, in the order ``instances`` reads them."""
+    return _table(model).columns
+
+
+def width(model: type[Model]) -> int:
+    """How many columns a row of ``model`` has in ``column_list``."""
+    return len(_table(model).attnames)
+
+
+def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
+    """Instances of ``model`` from rows of its ``column_list`` (tuples as the database sent
+    them), each field converted as the ORM converts it; they write back only what changes."""
     db = _db()
     table = _table(model)
     objs = []
@@ -196,7 +208,7 @@ def select(
         with _db().cursor() as cursor:
             cursor.execute(sql, params)
             found = cursor.fetchall()
-    return _instances(model, found)
+    return instances(model, found)
 
 
 def select_later(
@@ -219,7 +231,7 @@ def select_later(
     if batch is None:
         raise RuntimeError("select_later needs an open batch")
     rows = batch.fetch_later(*_select_sql(model, where, params, lock, order_by, limit))
-    return lambda: _instances(model, rows())
+    return lambda: instances(model, rows())
 
 
 def get(model: type[M], pk: Any, *, lock: bool = False) -> M:

@@ -5,7 +5,9 @@ and ``approvals.<project id>`` (events of one project whose verb starts with ``a
 Each group gets one message per committed transaction, ``{"type": "audit.events", "events":
 [{...}, ...]}``: that transaction's events for the group in order, each with the same JSON as
 ``GET /api/v1/runs/{id}/events/`` (a step's transaction commits three or four events; one
-message instead of one per event cuts the channel-layer work of a step by as much).
+message instead of one per event cuts the channel-layer work of a step by as much). When the
+sender is behind (a worker commits steps faster than Redis takes their messages), the waiting
+transactions' events go as one message per group, still in commit order (``merged``).
 
 Events are sent after their transaction commits. With Redis, a per-process sender thread with
 its own event loop sends them in commit order, so the transaction's caller (a worker finishing
@@ -73,6 +75,21 @@ async def _send_batch(layer: Any, batch: Batch) -> None:
             logger.exception("could not publish audit event to %s", group)
 
 
+# At most this many committed transactions' events go in one message per group.
+MERGED_TRANSACTIONS = 50
+
+
+def merged(batches: list[Batch]) -> Batch:
+    """The messages of several committed transactions (``batches``, in commit order) as one
+    message per group: each group's events in commit order, groups in the order they first
+    appear."""
+    events: dict[str, list[Any]] = {}
+    for batch in batches:
+        for group, message in batch:
+            events.setdefault(group, []).extend(message["events"])
+    return [(group, {"type": "audit.events", "events": found}) for group, found in events.items()]
+
+
 class _Sender:
     """A daemon thread running an event loop that sends batches in the order they come."""
 
@@ -97,9 +114,12 @@ class _Sender:
     async def _drain(queue: asyncio.Queue[Batch]) -> None:
         layer = get_channel_layer()
         while True:
-            batch = await queue.get()
-            await _send_batch(layer, batch)
-            queue.task_done()
+            batches = [await queue.get()]
+            while len(batches) < MERGED_TRANSACTIONS and not queue.empty():
+                batches.append(queue.get_nowait())
+            await _send_batch(layer, merged(batches))
+            for _ in batches:
+                queue.task_done()
 
     def submit(self, batch: Batch) -> None:
         loop, queue = self._start()

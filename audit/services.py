@@ -161,6 +161,22 @@ def audit_prefetch(*, chains: list[str], events: int) -> None:
     _buffer.prefetched = _Prefetched(chains, read_heads, read_ids)
 
 
+def audit_prefetched(*, chain: str, head: tuple[int, int, str] | None, ids: list[int]) -> None:
+    """Inside ``audited_atomic(pipelined=True)``: what the caller's own read (PostgreSQL)
+    found, as ``audit_prefetch`` would have: the head of ``chain`` as (events, last event id,
+    last hash), locked (None: the chain has no head yet), and event ids reserved after that
+    lock was taken.
+
+    Raises:
+        RuntimeError: not inside a pipelined ``audited_atomic`` block.
+    """
+    if current_batch() is None or _buffer.events is None:
+        raise RuntimeError("audit_prefetched needs a pipelined audited_atomic block")
+    heads = [(chain, *head)] if head is not None else []
+    reserved = [(key,) for key in ids]
+    _buffer.prefetched = _Prefetched([chain], lambda: heads, lambda: reserved)
+
+
 @contextmanager
 def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just

@@ -8,6 +8,7 @@ import logging
 import random
 import time
 from datetime import timedelta
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -17,8 +18,8 @@ from django.utils import timezone
 from agentops import rows
 from agentops.actors import Actor
 from agentops.pipeline import current_batch
-from audit.models import run_chain
-from audit.services import audit_prefetch, audited_atomic
+from audit.models import AuditChainHead, run_chain
+from audit.services import audit_prefetch, audit_prefetched, audited_atomic
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
@@ -128,13 +129,59 @@ def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now
 _USUAL_EVENTS = 3
 
 
+@cache
+def _record_reads_sql() -> str:
+    """The reads of ``_lock_for_record`` as one statement (PostgreSQL): the run, the step and
+    the run's first other open step locked, then the run's audit chain head locked (its name
+    as ``audit.models.run_chain`` makes it), then event ids reserved. Each LATERAL part
+    refers to the one before it, so PostgreSQL must take the locks in that order (lock order:
+    ``runs.transitions``; ids only under the head's lock, as ``audit_prefetch``)."""
+    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
+    run_table, step_table = Run._meta.db_table, Step._meta.db_table
+    steps = rows.column_list(Step)
+    return f"""
+SELECT r.*, s.*, n.*, h.events, h.last_event_id, h.last_hash, ids.ids
+FROM (SELECT {rows.column_list(Run)} FROM {run_table} WHERE id = %s FOR UPDATE) r
+CROSS JOIN LATERAL (
+    SELECT {steps} FROM {step_table} WHERE id = %s AND run_id = r.id FOR UPDATE
+) s
+LEFT JOIN LATERAL (
+    SELECT {steps} FROM {step_table}
+    WHERE run_id = s.run_id AND status IN ({marks}) AND id <> s.id
+    ORDER BY "index" LIMIT 1 FOR UPDATE
+) n ON true
+LEFT JOIN LATERAL (
+    SELECT events, last_event_id, last_hash FROM {AuditChainHead._meta.db_table}
+    WHERE chain = 'run:' || COALESCE(n.run_id, s.run_id)::text FOR UPDATE
+) h ON true
+CROSS JOIN LATERAL (
+    SELECT array_agg(nextval(pg_get_serial_sequence('audit_auditevent', 'id'))) AS ids
+    FROM generate_series(1, %s + 0 * COALESCE(h.events, 0))
+) ids
+"""  # noqa: S608
+
+
 def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
-    """Lock the claimed step's run, the step and the run's first other open step, and queue
-    the audit chain's head and event ids, in one round trip; lock order as
-    ``runs.transitions`` (run, steps, audit chain)."""
+    """Lock the claimed step's run, the step and the run's first other open step, and read
+    the audit chain's head and reserve event ids, in one round trip (one statement on
+    PostgreSQL, ``_record_reads_sql``); lock order as ``runs.transitions`` (run, steps, audit
+    chain)."""
     batch = current_batch()
     assert batch is not None  # inside audited_atomic(pipelined=True)
     run_id, step_id = claim.step.run_id, claim.step.pk
+    if batch.pipelined:
+        read = batch.fetch_later(
+            _record_reads_sql(), [run_id, step_id, *OPEN_STEP_STATUSES, _USUAL_EVENTS]
+        )
+        batch.sync()
+        ((*found, events, last_id, last_hash, ids),) = read()
+        runs, steps = rows.width(Run), rows.width(Step)
+        run = rows.instances(Run, [found[:runs]])[0]
+        step = rows.instances(Step, [found[runs : runs + steps]])[0]
+        upcoming = found[runs + steps :]
+        head = None if events is None else (events, last_id, last_hash)
+        audit_prefetched(chain=run_chain(run_id), head=head, ids=ids)
+        return run, step, [] if upcoming[0] is None else rows.instances(Step, [upcoming])
     marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
     read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
     read_step = rows.select_later(Step, "id = %s", [step_id], lock=True)
