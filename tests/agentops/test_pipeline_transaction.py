@@ -12,9 +12,9 @@ from django_fsm import ConcurrentTransition
 from agentops import pipeline, rows
 from agentops.actors import Actor
 from audit.services import audited_atomic
+from runs import wakeups
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
-from runs import wakeups
 from runs.models import Checkpoint, Run, Step, StepStatus
 from testsupport.roundtrips import round_trips
 
@@ -53,6 +53,10 @@ def checkpoints_seen_by_others(run: Run) -> int:
     return int(found[0])
 
 
+class GaveUp(Exception):
+    """A service's own error inside the block."""
+
+
 class Silent:
     """A wake-up sender that sends nothing."""
 
@@ -74,7 +78,8 @@ def test_the_writes_are_one_transaction_committed_at_the_end(run):
     step = run.steps.order_by("index").first()
     with audited_atomic(pipelined=True):
         batch = pipeline.current_batch()
-        assert batch is not None and batch.pipelined
+        assert batch is not None
+        assert batch.pipelined
         rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
         batch.sync()  # the INSERT has run on the server...
         assert checkpoints_seen_by_others(run) == 0  # ...inside a transaction not yet committed
@@ -88,10 +93,15 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
     Step.objects.filter(pk=second.pk).update(status=StepStatus.SKIPPED)  # after the read
     for pk in (first.pk, second.pk):
         loaded[pk].enqueue()
-    with pytest.raises(ConcurrentTransition), audited_atomic(pipelined=True):
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
-        for pk in (first.pk, second.pk):
-            rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+
+    def write_both() -> None:
+        with audited_atomic(pipelined=True):
+            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+            for pk in (first.pk, second.pk):
+                rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+
+    with pytest.raises(ConcurrentTransition):
+        write_both()
     # The COMMIT went with the writes: only the database's own check kept them out.
     assert checkpoints_seen_by_others(run) == 0
     statuses = dict(Step.objects.filter(run=run).values_list("pk", "status"))
@@ -105,10 +115,15 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
 
 def test_an_error_in_the_block_rolls_the_transaction_back(run):
     step = run.steps.order_by("index").first()
-    with pytest.raises(ValueError), audited_atomic(pipelined=True):
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
-        pipeline.current_batch().sync()  # type: ignore[union-attr]
-        raise ValueError("the service gave up")
+
+    def give_up() -> None:
+        with audited_atomic(pipelined=True):
+            rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+            pipeline.current_batch().sync()  # type: ignore[union-attr]
+            raise GaveUp
+
+    with pytest.raises(GaveUp):
+        give_up()
     assert checkpoints_seen_by_others(run) == 0
     assert connection_is_idle()
     with transaction.atomic():
@@ -125,10 +140,15 @@ def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
         assert checkpoints_seen_by_others(run) == 0
     assert checkpoints_seen_by_others(run) == 1
     assert Step.objects.get(pk=second.pk).rationale == "by the ORM"
-    with pytest.raises(ValueError), audited_atomic(pipelined=True):
-        rows.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
-        Step.objects.filter(pk=second.pk).update(rationale="rolled back")
-        raise ValueError("after the ORM statement")
+
+    def give_up_after_the_orm() -> None:
+        with audited_atomic(pipelined=True):
+            rows.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
+            Step.objects.filter(pk=second.pk).update(rationale="rolled back")
+            raise GaveUp
+
+    with pytest.raises(GaveUp):
+        give_up_after_the_orm()
     assert checkpoints_seen_by_others(run) == 1
     assert Step.objects.get(pk=second.pk).rationale == "by the ORM"
     assert connection_is_idle()
