@@ -125,7 +125,8 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        """Create a run (``runs.control.create.run_create``) and answer 201 with it (queued)."""
+        """Create a run (``runs.control.create.run_create``) and answer 201 with it as it was
+        created (queued), not read back: the workers may already have moved it on."""
         body = CreateRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
@@ -133,7 +134,7 @@ class RunViewSet(viewsets.GenericViewSet):
             access_for(request), fields.pop("project", None), "runs.add_run"
         )
         run = create.run_create(actor=actor_for(request), project=project, **fields)
-        return self._run_response(run.pk, status.HTTP_201_CREATED)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="Append a step to a client run.",

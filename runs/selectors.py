@@ -47,6 +47,25 @@ def run_detail_queryset() -> QuerySet[Run]:
     )
 
 
+def run_as_created(run: Run, steps: list[Step]) -> Run:
+    """``run`` loaded as ``run_get`` loads it, from what creating it made in this process: its
+    new ``steps`` (pending: no approval request, no attempt yet), without reading anything
+    back. Returns ``run``, whose ``steps`` then answer from memory."""
+    for step in steps:
+        # What select_related and prefetch_related would have found: nothing yet.
+        step._state.fields_cache["approval"] = None
+        step._prefetched_objects_cache = {"attempt_set": _loaded(StepAttempt.objects.none(), [])}
+    run._prefetched_objects_cache = {"steps": _loaded(run.steps.all(), steps)}  # type: ignore[attr-defined]
+    return run
+
+
+def _loaded(queryset: QuerySet[Any], found: list[Any]) -> QuerySet[Any]:
+    # A queryset whose rows are already known, as Django's prefetch_related leaves it.
+    queryset._result_cache = found
+    queryset._prefetch_done = True
+    return queryset
+
+
 def run_get(*, run_id: uuid.UUID | str) -> Run:
     """One run with its steps, approvals and attempts loaded.
 

@@ -23,6 +23,7 @@ from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import CLIENT_DRIVEN, Executor, Run, Step
+from runs.selectors import run_as_created
 from runs.statuses import OPEN_STEP_STATUSES
 from runs.tools import get_tool, schema_invalid, schema_problem
 from runs.transitions import record_transition, save_run
@@ -154,6 +155,9 @@ def run_create(
     ``deadline``, ``on_exceed``), whose ``max_steps`` and ``deadline`` stand for
     ``step_limit`` and ``deadline``.
 
+    Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
+    query (``runs.selectors.run_as_created``); the workers may have moved it on since.
+
     Raises:
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
@@ -195,9 +199,11 @@ def run_create(
             **limits,
         )
         record_transition(actor, run, "", agent=agent, goal=goal)
-        create_steps(run, prepared.steps, first_index=0, actor=actor)
+        steps = create_steps(run, prepared.steps, first_index=0, actor=actor)
         advance_run_on_commit(run.pk)
-    return run
+    if project is not None:
+        run.project = project
+    return run_as_created(run, steps)
 
 
 def step_append(

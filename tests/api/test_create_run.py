@@ -5,7 +5,7 @@ import pytest
 from agentops.actors import ActorKind
 from audit.models import AuditEvent
 from runs.models import Run, RunStatus
-from tests.api.conftest import calc, plan_body, post_run
+from tests.api.conftest import calc, email_step, plan_body, post_run, run_url
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -170,3 +170,28 @@ def test_body_that_is_not_an_object_is_a_400(operator_api):
     with assert_unchanged():
         response = operator_api.post("/api/v1/runs/", [1, 2], format="json")
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            **plan_body(calc("2+3"), email_step(), goal="answer"),
+            "metadata": {"ticket": "T-2"},
+            "budget": {"max_tokens": 1000},
+        },
+        {"agent": "client", "goal": "bring your own agent", "steps": [calc("1+1")]},
+        {"agent": "transcript", "goal": "replay", "transcript": TRANSCRIPT},
+    ],
+    ids=["plan", "client", "transcript"],
+)
+def test_the_created_run_answered_is_the_run_stored(operator_api, body):
+    """The 201 answer is built from what the creation made, not read back: it must be exactly
+    what reading the run from the database gives (the run has not started: this test's
+    transaction never commits, so no wake-up goes out)."""
+    created = post_run(operator_api, **body)
+    assert created.status_code == 201, created.json()
+    stored = operator_api.get(run_url(created.json()["id"]))
+    assert stored.status_code == 200
+    assert created.json() == stored.json()
+    assert created.json()["steps"]
