@@ -54,7 +54,8 @@ def run_as_created(run: Run, steps: list[Step]) -> Run:
     for step in steps:
         # What select_related and prefetch_related would have found: nothing yet.
         step._state.fields_cache["approval"] = None
-        step._prefetched_objects_cache = {"attempt_set": _loaded(StepAttempt.objects.none(), [])}
+        attempts = _loaded(StepAttempt.objects.none(), [])
+        step._prefetched_objects_cache = {"attempt_set": attempts}  # type: ignore[attr-defined]
     run._prefetched_objects_cache = {"steps": _loaded(run.steps.all(), steps)}  # type: ignore[attr-defined]
     return run
 
@@ -62,7 +63,7 @@ def run_as_created(run: Run, steps: list[Step]) -> Run:
 def _loaded(queryset: QuerySet[Any], found: list[Any]) -> QuerySet[Any]:
     # A queryset whose rows are already known, as Django's prefetch_related leaves it.
     queryset._result_cache = found
-    queryset._prefetch_done = True
+    queryset._prefetch_done = True  # type: ignore[attr-defined]
     return queryset
 
 
