@@ -5,9 +5,9 @@ and ``approvals.<project id>`` (events of one project whose verb starts with ``a
 Each group gets one message per committed transaction, ``{"type": "audit.events", "events":
 [{...}, ...]}``: that transaction's events for the group in order, each with the same JSON as
 ``GET /api/v1/runs/{id}/events/`` (a step's transaction commits three or four events; one
-message instead of one per event cuts the channel-layer work of a step by as much). When the
-sender is behind (a worker commits steps faster than Redis takes their messages), the waiting
-transactions' events go as one message per group, still in commit order (``merged``).
+message instead of one per event cuts the channel-layer work of a step by as much). The
+sender waits a moment (``COALESCE_SECONDS``) before sending, and the transactions committed
+meanwhile go as one message per group, still in commit order (``merged``).
 
 Events are sent after their transaction commits. With Redis, a per-process sender thread with
 its own event loop sends them in commit order, so the transaction's caller (a worker finishing
@@ -90,50 +90,74 @@ def merged(batches: list[Batch]) -> Batch:
     return [(group, {"type": "audit.events", "events": found}) for group, found in events.items()]
 
 
+# How long the sender waits, once woken, for more transactions to commit before it sends:
+# a worker commits a step every few ms, and waking the sender thread for each (it then holds
+# the interpreter's lock for its Redis work while the worker waits) cost a worker about a
+# tenth of its steps (benchmarks/README.md, "throughput"). Live events arrive at most this
+# much later.
+COALESCE_SECONDS = 0.01
+
+
 class _Sender:
-    """A daemon thread running an event loop that sends batches in the order they come."""
+    """A daemon thread running an event loop that sends batches in the order they come: woken
+    by the first batch after it sent the last, it waits ``COALESCE_SECONDS`` and sends what
+    has come meanwhile (``merged``), so a busy process wakes it once per few transactions."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._sent_all = threading.Condition(self._lock)
         self._pid = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[Batch] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._pending: list[Batch] = []
+        self._woken = False
+        self._submitted = 0
+        self._sent = 0
 
-    def _start(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[Batch]]:
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Event]:
         with self._lock:
             # A forked child (a Celery pool process) inherits no running thread: start anew.
-            if self._pid != os.getpid() or self._loop is None or self._queue is None:
+            if self._pid != os.getpid() or self._loop is None or self._wakeup is None:
                 loop = asyncio.new_event_loop()
-                queue: asyncio.Queue[Batch] = asyncio.Queue()
+                wakeup = asyncio.Event()
                 threading.Thread(target=loop.run_forever, name="audit-live", daemon=True).start()
-                asyncio.run_coroutine_threadsafe(self._drain(queue), loop)
-                self._pid, self._loop, self._queue = os.getpid(), loop, queue
-            return self._loop, self._queue
+                asyncio.run_coroutine_threadsafe(self._drain(wakeup), loop)
+                self._pid, self._loop, self._wakeup = os.getpid(), loop, wakeup
+                self._pending, self._woken, self._submitted, self._sent = [], False, 0, 0
+            return self._loop, self._wakeup
 
-    @staticmethod
-    async def _drain(queue: asyncio.Queue[Batch]) -> None:
+    async def _drain(self, wakeup: asyncio.Event) -> None:
         layer = get_channel_layer()
         while True:
-            batches = [await queue.get()]
-            while len(batches) < MERGED_TRANSACTIONS and not queue.empty():
-                batches.append(queue.get_nowait())
-            await _send_batch(layer, merged(batches))
-            for _ in batches:
-                queue.task_done()
+            await wakeup.wait()
+            wakeup.clear()
+            await asyncio.sleep(COALESCE_SECONDS)
+            with self._lock:
+                batches, self._pending, self._woken = self._pending, [], False
+            for first in range(0, len(batches), MERGED_TRANSACTIONS):
+                await _send_batch(layer, merged(batches[first : first + MERGED_TRANSACTIONS]))
+            with self._lock:
+                self._sent += len(batches)
+                self._sent_all.notify_all()
 
     def submit(self, batch: Batch) -> None:
-        loop, queue = self._start()
-        loop.call_soon_threadsafe(queue.put_nowait, batch)
+        loop, wakeup = self._start()
+        with self._lock:
+            self._pending.append(batch)
+            self._submitted += 1
+            if self._woken:
+                return
+            self._woken = True
+        loop.call_soon_threadsafe(wakeup.set)
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until every submitted batch is sent (at most ``timeout`` seconds)."""
-        if self._pid != os.getpid() or self._loop is None or self._queue is None:
+        if self._pid != os.getpid() or self._loop is None:
             return
-        future = asyncio.run_coroutine_threadsafe(self._queue.join(), self._loop)
-        try:
-            future.result(timeout)
-        except TimeoutError:
-            logger.warning("live events still unsent after %s s", timeout)
+        with self._lock:
+            target = self._submitted
+            if not self._sent_all.wait_for(lambda: self._sent >= target, timeout):
+                logger.warning("live events still unsent after %s s", timeout)
 
 
 _sender = _Sender()
