@@ -132,7 +132,7 @@ class Batch:
         self._sent = False
         # The ``expect_one`` errors of the guarded writes sent, by the number of their check.
         self._checks: list[Exception] = []
-        # Whether this batch sent the transaction's BEGIN (and so owes its COMMIT).
+        # Whether this batch began the transaction (and so owes its COMMIT or ROLLBACK).
         self._began = False
         if self.db.vendor != "postgresql":
             return
@@ -150,14 +150,18 @@ class Batch:
             and conn.read_only is None
             and conn.deferrable is None
         )
-        with self.db.wrap_database_errors:
+        try:
+            with self.db.wrap_database_errors:
+                if own:
+                    conn.autocommit = True
+                    self._began = True
+                self._pipeline = self._stack.enter_context(conn.pipeline())
+            self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
             if own:
-                conn.autocommit = True
-            self._pipeline = self._stack.enter_context(conn.pipeline())
-        self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
-        if own:
-            self._command(b"BEGIN")
-            self._began = True
+                self._command(b"BEGIN")
+        except BaseException:
+            self.abandon()
+            raise
 
     @property
     def pipelined(self) -> bool:
