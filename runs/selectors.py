@@ -56,6 +56,20 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
+def run_page_steps(*, run_id: uuid.UUID | str) -> tuple[list[Step], dict[int, list[StepAttempt]]]:
+    """The steps of run ``run_id`` in index order with their approval request joined, and
+    their attempts by step id (each step's in number order; a step without any is absent).
+    Two queries, whatever the run's length: the attempts are grouped here rather than
+    prefetched, as a prefetch builds a related manager and a queryset for every step (a third
+    of a 50-step run page's time)."""
+    steps = list(Step.objects.filter(run_id=run_id).select_related("approval").order_by("index"))
+    attempts: dict[int, list[StepAttempt]] = {}
+    rows = StepAttempt.objects.filter(step__run_id=run_id).order_by("step_id", "number")
+    for attempt in rows:
+        attempts.setdefault(attempt.step_id, []).append(attempt)
+    return steps, attempts
+
+
 STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status", "tool_error")
 
 
@@ -81,8 +95,11 @@ def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int, 
     step whose tool answered with an error (``Step.tool_error``) counts as a tool error, not
     as succeeded."""
     succeeded = Q(status=StepStatus.SUCCEEDED)
+    # No ordering: the steps' default one (by run, whose own is by creation) would join runs
+    # for nothing.
     rows = (
         Step.objects.filter(run_id__in=run_ids)
+        .order_by()
         .values("run_id")
         .annotate(
             total=Count("id"),

@@ -164,13 +164,16 @@ def _step_state_paths(run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
 
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
-        run = selectors.run_get(run_id=run_id)
+        run = selectors.run_list().get(pk=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
-    steps = list(run.steps.all())
+    steps, attempts = selectors.run_page_steps(run_id=run.pk)
     prefetch_related_objects(steps, "approval__decisions")
     # The states as plain values (no model per checkpoint): only their diffs' sizes are shown.
-    checkpoints = dict(Checkpoint.objects.filter(run_id=run.pk).values_list("step_id", "state"))
+    # Unordered: the checkpoints' default order (by run, then the run's own) would join runs.
+    checkpoints = dict(
+        Checkpoint.objects.filter(run_id=run.pk).order_by().values_list("step_id", "state")
+    )
     # A fork may start at any step whose predecessors all succeeded.
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
@@ -191,6 +194,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "state_paths": _step_state_paths(run.pk, steps),
         "anchors": _event_anchors(step_refs),
         "steps": steps,
+        "attempts_by_step": attempts,
         "steps_done": sum(
             step.status == StepStatus.SUCCEEDED and not step.tool_error for step in steps
         ),
