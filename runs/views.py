@@ -41,8 +41,6 @@ RUNS_PER_PAGE = 50
 # all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
-# Run fields the runs list does not show (not read for it).
-_RUN_DOCUMENTS = ("input", "metadata", "state", "conversation", "error")
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
 
@@ -58,17 +56,16 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
-    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, tool
-    errors, wall time in ms, the run page's path), the
-    filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
-    then no runs are listed, rather than runs the user would take for filtered ones)."""
+    """The runs list's data: ``page`` and ``rows`` (``selectors.RunListRow``, the run page's
+    path), the filters as given (``filters``, empty fields dropped; none given, no filter set
+    is built), ``problems`` (the filters' errors: then no runs are listed, rather than runs
+    the user would take for filtered ones)."""
     access = Access(request.user)
     given = {
         name: value
         for name in RunFilter.base_filters
         if (value := request.GET.get(name, "").strip())
     }
-    filterset = RunFilter(given, queryset=selectors.run_list(), request=request)
     context: dict[str, Any] = {
         "filters": dict(given),
         "statuses": run_status_choices(),
@@ -77,33 +74,26 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
         "problems": [],
         "query": urlencode(given),
     }
-    if not filterset.is_valid():
-        context.update(problems=filter_problems(filterset), page=None, rows=[])
-        return context
-    # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC here).
-    for name in ("created_from", "created_to"):
-        moment = filterset.form.cleaned_data.get(name)
-        if moment is not None:
-            context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    # The list shows none of a run's JSON documents: they are not read (a conversation can be
-    # large).
-    runs = access.scope(filterset.qs, "runs.view_run").defer(*_RUN_DOCUMENTS)
-    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    runs = selectors.run_list()
+    if given:
+        filterset = RunFilter(given, queryset=runs, request=request)
+        if not filterset.is_valid():
+            context.update(problems=filter_problems(filterset), page=None, rows=[])
+            return context
+        # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC).
+        for name in ("created_from", "created_to"):
+            moment = filterset.form.cleaned_data.get(name)
+            if moment is not None:
+                context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        runs = filterset.qs
+    values = selectors.run_list_values(access.scope(runs, "runs.view_run"))
+    page = Paginator(values, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
-    counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
-    now = timezone.now()
+    found = selectors.run_list_rows(page.object_list, now=timezone.now())
     # One reverse() for the page rather than one a row: the run's id put into a resolved path.
     path = reverse("run-detail", args=[_PATH_PLACEHOLDER])
-    rows = [
-        (
-            run,
-            *counts.get(run.pk, (0, 0, 0)),
-            selectors.run_wall_time_ms(run, now=now),
-            path.replace(str(_PATH_PLACEHOLDER), str(run.pk)),
-        )
-        for run in page.object_list
-    ]
+    rows = [(run, path.replace(str(_PATH_PLACEHOLDER), str(run.pk))) for run in found]
     context.update(page=page, rows=rows)
     return context
 
