@@ -13,7 +13,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from agentops.statuses import StatusInfo
 from runs.models import AgentKind, Run, Step, StepAttempt
@@ -60,18 +61,37 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
-def run_page_steps(*, run_id: uuid.UUID | str) -> tuple[list[Step], dict[int, list[StepAttempt]]]:
-    """The steps of run ``run_id`` in index order with their approval request joined, and
-    their attempts by step id (each step's in number order; a step without any is absent).
-    Two queries, whatever the run's length: the attempts are grouped here rather than
-    prefetched, as a prefetch builds a related manager and a queryset for every step (a third
-    of a 50-step run page's time)."""
-    steps = list(Step.objects.filter(run_id=run_id).select_related("approval").order_by("index"))
-    attempts: dict[int, list[StepAttempt]] = {}
-    rows = StepAttempt.objects.filter(step__run_id=run_id).order_by("step_id", "number")
+def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
+    """The steps of run ``run_id`` in index order with their approval request joined and
+    their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
+    when its section is opened). One query, whatever the run's length."""
+    kept = (
+        StepAttempt.objects.filter(step_id=OuterRef("pk"))
+        .order_by()
+        .values("step_id")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    steps = (
+        Step.objects.filter(run_id=run_id)
+        .select_related("approval")
+        .annotate(attempts_kept=Coalesce(Subquery(kept), 0))
+        .order_by("index")
+    )
+    return list(steps)
+
+
+def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:
+    """The attempts of each of ``step_ids`` in number order, by step id (a step without any is
+    absent). One query, grouped here rather than prefetched: a prefetch builds a related
+    manager and a queryset for every step."""
+    found: dict[int, list[StepAttempt]] = {}
+    if not step_ids:
+        return found
+    rows = StepAttempt.objects.filter(step_id__in=step_ids).order_by("step_id", "number")
     for attempt in rows:
-        attempts.setdefault(attempt.step_id, []).append(attempt)
-    return steps, attempts
+        found.setdefault(attempt.step_id, []).append(attempt)
+    return found
 
 
 STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status", "tool_error")

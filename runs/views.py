@@ -41,6 +41,8 @@ RUNS_PER_PAGE = 50
 # all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
+# Steps whose "Attempts" section opens with the run page, its attempts in it.
+_RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
 
@@ -145,9 +147,10 @@ def _event_anchors(steps: list[tuple[int, int, int | None]]) -> dict[tuple[str, 
     return anchors
 
 
-def _step_state_paths(run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
-    """The path of each step's ``run-step-state`` fragment by step id (one reverse())."""
-    path = reverse("run-step-state", args=[run_id, _INDEX_PLACEHOLDER])
+def _step_paths(name: str, run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
+    """The path of each step's fragment ``name`` (``run-step-state``, ``run-step-attempts``)
+    by step id (one reverse())."""
+    path = reverse(name, args=[run_id, _INDEX_PLACEHOLDER])
     marker = f"/{_INDEX_PLACEHOLDER}/"
     return {step.pk: path.replace(marker, f"/{step.index}/") for step in steps}
 
@@ -157,8 +160,13 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         run = selectors.run_list().get(pk=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
-    steps, attempts = selectors.run_page_steps(run_id=run.pk)
+    steps = selectors.run_page_steps(run_id=run.pk)
     prefetch_related_objects(steps, "approval__decisions")
+    # A step's attempts are listed in a folded section, loaded when opened, except where the
+    # section opens with the page: a failed step, or one waiting for a retry.
+    attempts = selectors.step_attempts(
+        step_ids=[step.pk for step in steps if step.status in _RETRIED]
+    )
     # The states as plain values (no model per checkpoint): only their diffs' sizes are shown.
     # Unordered: the checkpoints' default order (by run, then the run's own) would join runs.
     checkpoints = dict(
@@ -181,7 +189,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
-        "state_paths": _step_state_paths(run.pk, steps),
+        "state_paths": _step_paths("run-step-state", run.pk, steps),
+        "attempt_paths": _step_paths("run-step-attempts", run.pk, steps),
         "anchors": _event_anchors(step_refs),
         "steps": steps,
         "attempts_by_step": attempts,
@@ -252,6 +261,24 @@ def run_step_state(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpR
     before = checkpoints[1][1] if len(checkpoints) > 1 else {}
     context = {"index": index, "change": StepStates(before, after, json_diff(before, after))}
     return render(request, "runs/_step_state.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_step_attempts(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpResponse:
+    """The attempts of step ``index`` of the run, in number order (an HTML fragment, loaded
+    when the step's "Attempts" section is opened).
+
+    Raises:
+        Http404: the run has no such step.
+    """
+    step_id = Step.objects.filter(run_id=run_id, index=index).values_list("pk", flat=True).first()
+    if step_id is None:
+        raise Http404("no such step")
+    attempts = selectors.step_attempts(step_ids=[step_id]).get(step_id, [])
+    return render(request, "runs/_step_attempts.html", {"attempts": attempts})
 
 
 @require_GET
