@@ -8,19 +8,24 @@ and print what those printed.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
+from collections.abc import Hashable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.contrib.messages import get_messages
 from django.template import defaultfilters
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils import timesince as django_timesince
 from django.utils.safestring import SafeString
 from django.utils.timezone import make_aware, template_localtime  # type: ignore[attr-defined]  # not in stubs
+from django.utils.translation import get_language
 from jinja2 import Environment, Undefined, pass_eval_context
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.nodes import EvalContext
 from markupsafe import Markup, escape
 
@@ -42,15 +47,15 @@ def environment(**options: Any) -> Environment:
     # Missing values are data, not template mistakes: keys that recorded JSON may lack (an
     # attempt error's "type", a message's "role").
     options.update(keep_trailing_newline=True, finalize=_escape, undefined=Undefined)
-    env = Environment(autoescape=True, **options)
+    env = PageEnvironment(autoescape=True, **options)
     env.globals.update(url=url, static=static, get_messages=get_messages)
     env.filters.update(
         date=date,
-        timesince=defaultfilters.timesince_filter,
-        timeuntil=defaultfilters.timeuntil_filter,
+        timesince=timesince,
+        timeuntil=timeuntil,
         linebreaksbr=linebreaksbr,
         pluralize=defaultfilters.pluralize,
-        floatformat=defaultfilters.floatformat,
+        floatformat=floatformat,
         truncatechars=truncatechars,
         pretty_json=pretty_json,
         json_tree=json_tree,
@@ -58,6 +63,50 @@ def environment(**options: Any) -> Environment:
         time_tag=time_tag,
     )
     return env
+
+
+def print_escaped(value: Any) -> str:
+    """The text a page prints for ``value`` where autoescaping is on: what ``_escape`` and
+    then Jinja2's ``escape`` print (Django's escaping: ``&quot;``, ``&#x27;``), in one call
+    that makes no ``Markup``. Not for ``Markup`` results: it returns plain text, only for
+    the template's output."""
+    if type(value) is not str:
+        if not isinstance(value, str):
+            value = str(value)
+        if hasattr(value, "__html__"):
+            return str(value.__html__())
+        if '"' not in value and "'" not in value:
+            # As markupsafe's escape does for a subclass of str without quotes (_escape
+            # leaves it to it).
+            value = str(value)
+    return html.escape(value)
+
+
+class _PrintingCodeGenerator(CodeGenerator):
+    """Compiles each printed value of autoescaped template code to one call of
+    ``print_escaped`` instead of Jinja2's ``escape(environment.finalize(context.eval_ctx,
+    value))``: three Python calls and a ``Markup`` a value, and a run page prints thousands.
+    Code where autoescaping changes at run time, or is off, compiles as Jinja2 compiles it
+    (``finalize`` then escapes or not)."""
+
+    def _output_child_pre(self, node: Any, frame: Frame, finalize: Any) -> None:
+        if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
+            super()._output_child_pre(node, frame, finalize)
+        else:
+            self.write("environment.print_escaped(")
+
+    def _output_child_post(self, node: Any, frame: Frame, finalize: Any) -> None:
+        if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
+            super()._output_child_post(node, frame, finalize)
+        else:
+            self.write(")")
+
+
+class PageEnvironment(Environment):
+    """The pages' Jinja2 environment: templates compiled by ``_PrintingCodeGenerator``."""
+
+    code_generator_class = _PrintingCodeGenerator
+    print_escaped = staticmethod(print_escaped)
 
 
 @pass_eval_context
@@ -96,6 +145,72 @@ def date(value: Any, arg: str | None = None) -> str:
 # What ``time_tag`` prints for each ``show``: Django ``date`` formats ("Y-m-d H:i:s T", "H:i:s T",
 # "Y-m-d H:i T") as ``strftime`` formats, the time zone's name (Django's ``T``) added after them.
 _TIME_FORMATS = {"datetime": "%Y-%m-%d %H:%M:%S", "time": "%H:%M:%S", "minutes": "%Y-%m-%d %H:%M"}
+
+
+class _TimeString:
+    """One of Django's ``timesince`` unit strings (a lazy ``ngettext``, "%(num)d minutes"),
+    translated once per language and number: Django resolves the lazy translation on every
+    use, and a runs list prints a hundred of them."""
+
+    __slots__ = ("_lazy", "_texts")
+
+    def __init__(self, lazy: Any) -> None:
+        self._lazy = lazy
+        self._texts: dict[tuple[str | None, int], str] = {}
+
+    def __mod__(self, params: dict[str, int]) -> str:
+        key = (get_language(), params["num"])
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = str(self._lazy % params)
+        return text
+
+
+# Typed as Django's strings: ``timesince`` only formats them with ``%``.
+_TIME_STRINGS: dict[str, Any] = {
+    unit: _TimeString(lazy) for unit, lazy in django_timesince.TIME_STRINGS.items()
+}
+
+
+def timesince(value: Any, arg: Any = None) -> str:
+    """Django's ``timesince`` filter ("9 minutes", "1 hour, 3 minutes": the time from
+    ``value`` to ``arg``, or to now), with its unit strings translated once per language and
+    number (``_TimeString``); ``""`` for an empty or unusable value, as Django's."""
+    if not value:
+        return ""
+    try:
+        return django_timesince.timesince(value, arg or None, time_strings=_TIME_STRINGS)
+    except (ValueError, TypeError):
+        return ""
+
+
+def timeuntil(value: Any, arg: Any = None) -> str:
+    """Django's ``timeuntil`` filter (the time from now, or ``arg``, to ``value``), with the
+    unit strings of ``timesince``; ``""`` for an empty or unusable value, as Django's."""
+    if not value:
+        return ""
+    try:
+        return django_timesince.timeuntil(value, arg, time_strings=_TIME_STRINGS)
+    except (ValueError, TypeError):
+        return ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _floatformat(kind: Hashable, text: str, value: Any, arg: Any, language: str | None) -> str:
+    return defaultfilters.floatformat(value, arg)
+
+
+def floatformat(value: Any, arg: Any = -1) -> str:
+    """Django's ``floatformat`` filter, its text kept (up to 1024) per value (its type and
+    text too, so ``-0.0`` and ``0.0``, ``Decimal("1.0")`` and ``Decimal("1.00")`` are kept
+    apart), argument and language: the pages print the same few costs, ``0`` most of all,
+    many times, and Django's rounds and localizes each. A value that cannot be a key (a list,
+    say) is formatted as it is. Number formats are settings, fixed for the process."""
+    try:
+        key = cast(Hashable, type(value))
+        return _floatformat(key, str(value), value, arg, get_language())
+    except TypeError:
+        return defaultfilters.floatformat(value, arg)
 
 
 def time_tag(value: datetime | None, show: str = "datetime") -> str:

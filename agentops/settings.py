@@ -79,13 +79,15 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# django-axes first (it counts failed sign-ins and locks out), then Django's own backend for
-# passwords and the admin's model permissions, then project roles for the product's
-# permissions (``projects.backends``).
+# django-axes first (it counts failed sign-ins and locks out), then project roles for the
+# product's permissions (``projects.backends``), then Django's own backend for passwords and
+# the admin's model permissions. A permission is granted when any backend grants it, so the
+# order changes no answer; asked first, the roles (one query, kept on the user) answer a page's
+# checks before Django's backend reads the user's and groups' model permissions (two queries).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
     "projects.backends.ProjectRoleBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 # A username from one address is locked out after this many failed sign-ins in a row, for
 # this many hours (django-axes); a successful sign-in resets the count.

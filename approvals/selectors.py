@@ -28,8 +28,21 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
 
 
 def approval_inbox() -> QuerySet[ApprovalRequest]:
-    """The pending approval requests a reviewer should decide, oldest first."""
-    return approval_list(status="pending")
+    """The pending approval requests a reviewer should decide, oldest first, with their step,
+    run (its requester and project) joined; their decisions are not loaded (a page of them
+    reads them with ``decisions_by_approval``)."""
+    return approval_list(status="pending").prefetch_related(None)
+
+
+def decisions_by_approval(approval_ids: list[int]) -> dict[int, list[ApprovalDecision]]:
+    """The decisions on each of ``approval_ids``, oldest first, by approval id (one without
+    any is absent). One query, grouped here: a prefetch would build a related manager and a
+    queryset for every request of the page."""
+    found: dict[int, list[ApprovalDecision]] = defaultdict(list)
+    rows = ApprovalDecision.objects.filter(approval_id__in=approval_ids)
+    for decision in rows.order_by("approval_id", "created_at", "id"):
+        found[decision.approval_id].append(decision)
+    return dict(found)
 
 
 def earlier_steps(approvals: list[ApprovalRequest], *, limit: int) -> dict[int, list[Step]]:

@@ -113,6 +113,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         paginator.count = facets.total
     page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
+    decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
     groups = set(request.user.groups.values_list("name", flat=True))
     # One reverse() each for the page, not one a card: the ids put into resolved paths.
     run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
@@ -120,7 +121,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
     items = []
     for approval in approvals:
-        decisions = list(approval.decisions.all())
+        decisions = decided.get(approval.pk, [])
         items.append(
             InboxItem(
                 approval=approval,

@@ -7,13 +7,18 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
+from agentops.statuses import StatusInfo
 from runs.models import AgentKind, Run, Step, StepAttempt
-from runs.statuses import StepStatus, run_status_filter, step_status_info
+from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
 def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
@@ -76,6 +81,39 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
+def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
+    """The steps of run ``run_id`` in index order with their approval request joined and
+    their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
+    when its section is opened). One query, whatever the run's length."""
+    kept = (
+        StepAttempt.objects.filter(step_id=OuterRef("pk"))
+        .order_by()
+        .values("step_id")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    steps = (
+        Step.objects.filter(run_id=run_id)
+        .select_related("approval")
+        .annotate(attempts_kept=Coalesce(Subquery(kept), 0))
+        .order_by("index")
+    )
+    return list(steps)
+
+
+def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:
+    """The attempts of each of ``step_ids`` in number order, by step id (a step without any is
+    absent). One query, grouped here rather than prefetched: a prefetch builds a related
+    manager and a queryset for every step."""
+    found: dict[int, list[StepAttempt]] = {}
+    if not step_ids:
+        return found
+    rows = StepAttempt.objects.filter(step_id__in=step_ids).order_by("step_id", "number")
+    for attempt in rows:
+        found.setdefault(attempt.step_id, []).append(attempt)
+    return found
+
+
 STEP_SUMMARY_FIELDS = ("id", "index", "tool", "risk", "status", "tool_error")
 
 
@@ -101,8 +139,11 @@ def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int, 
     step whose tool answered with an error (``Step.tool_error``) counts as a tool error, not
     as succeeded."""
     succeeded = Q(status=StepStatus.SUCCEEDED)
+    # No ordering: the steps' default one (by run, whose own is by creation) would join runs
+    # for nothing.
     rows = (
         Step.objects.filter(run_id__in=run_ids)
+        .order_by()
         .values("run_id")
         .annotate(
             total=Count("id"),
@@ -146,10 +187,85 @@ def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:
     return conversation
 
 
-def run_wall_time_ms(run: Run, *, now: datetime) -> int | None:
-    """How long ``run`` has run, in ms: from ``started_at`` to ``finished_at``, or to ``now``
+def run_wall_time_ms(
+    *, started_at: datetime | None, finished_at: datetime | None, now: datetime
+) -> int | None:
+    """How long a run has run, in ms: from ``started_at`` to ``finished_at``, or to ``now``
     while it is not finished; None when it never started (queued, or cancelled before)."""
-    if run.started_at is None:
+    if started_at is None:
         return None
-    end = run.finished_at or now
-    return max(0, int((end - run.started_at).total_seconds() * 1000))
+    end = finished_at or now
+    return max(0, int((end - started_at).total_seconds() * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class RunListRow:
+    """A run as the runs list shows it: its shown status (``status_info``), the user name of
+    who requested it (None: nobody, a system run), its steps in all, succeeded and answered
+    with a tool error, its wall time (``wall_ms``, ms, see ``run_wall_time_ms``), the time
+    spent in tool calls (``duration_ms``, ms), tokens and cost (USD)."""
+
+    pk: uuid.UUID
+    goal: str
+    agent: str
+    status_info: StatusInfo
+    requester: str | None
+    steps_total: int
+    steps_done: int
+    tool_errors: int
+    wall_ms: int | None
+    duration_ms: int
+    usage_tokens: int
+    cost_usd: Decimal
+    created_at: datetime
+    updated_at: datetime
+
+
+_LIST_FIELDS = (
+    "id",
+    "goal",
+    "agent",
+    "status",
+    "gate",
+    "requested_by__username",
+    "duration_ms",
+    "usage_tokens",
+    "cost_usd",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def run_list_values(runs: QuerySet[Run]) -> QuerySet[Run, tuple[Any, ...]]:
+    """``runs`` narrowed to the columns ``run_list_rows`` reads, as tuples: no run's JSON
+    documents (a conversation can be large) and no model instance a row."""
+    return runs.values_list(*_LIST_FIELDS)
+
+
+def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[RunListRow]:
+    """``RunListRow`` of each of ``rows`` (tuples of ``run_list_values``), with their step
+    counts (``step_counts``: one query); ``now`` ends the wall time of unfinished runs."""
+    rows = list(rows)
+    counts = step_counts(run_ids=[row[0] for row in rows])
+    found = []
+    for pk, goal, agent, status, gate, requester, duration, tokens, cost, *times in rows:
+        created_at, updated_at, started_at, finished_at = times
+        found.append(
+            RunListRow(
+                pk,
+                goal,
+                agent,
+                run_status_info(status, gate),
+                requester,
+                *counts.get(pk, (0, 0, 0)),
+                run_wall_time_ms(started_at=started_at, finished_at=finished_at, now=now),
+                duration,
+                tokens,
+                cost,
+                created_at,
+                updated_at,
+            )
+        )
+    return found

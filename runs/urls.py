@@ -15,6 +15,11 @@ urlpatterns = [
         views.run_step_state,
         name="run-step-state",
     ),
+    path(
+        "runs/<uuid:run_id>/steps/<int:index>/attempts/",
+        views.run_step_attempts,
+        name="run-step-attempts",
+    ),
     path("runs/<uuid:run_id>/events/", views.run_events, name="run-events"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),

@@ -41,8 +41,8 @@ RUNS_PER_PAGE = 50
 # all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
-# Run fields the runs list does not show (not read for it).
-_RUN_DOCUMENTS = ("input", "metadata", "state", "conversation", "error")
+# Steps whose "Attempts" section opens with the run page, its attempts in it.
+_RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
 
@@ -58,17 +58,16 @@ def last_event_id(*, run_id: uuid.UUID | None = None) -> int:
 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
-    """The runs list's data: ``page`` and ``rows`` (run, steps in all, steps succeeded, tool
-    errors, wall time in ms, the run page's path), the
-    filters as given (``filters``, empty fields dropped), ``problems`` (the filters' errors:
-    then no runs are listed, rather than runs the user would take for filtered ones)."""
+    """The runs list's data: ``page`` and ``rows`` (``selectors.RunListRow``, the run page's
+    path), the filters as given (``filters``, empty fields dropped; none given, no filter set
+    is built), ``problems`` (the filters' errors: then no runs are listed, rather than runs
+    the user would take for filtered ones)."""
     access = Access(request.user)
     given = {
         name: value
         for name in RunFilter.base_filters
         if (value := request.GET.get(name, "").strip())
     }
-    filterset = RunFilter(given, queryset=selectors.run_list(), request=request)
     context: dict[str, Any] = {
         "filters": dict(given),
         "statuses": run_status_choices(),
@@ -77,33 +76,26 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
         "problems": [],
         "query": urlencode(given),
     }
-    if not filterset.is_valid():
-        context.update(problems=filter_problems(filterset), page=None, rows=[])
-        return context
-    # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC here).
-    for name in ("created_from", "created_to"):
-        moment = filterset.form.cleaned_data.get(name)
-        if moment is not None:
-            context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    # The list shows none of a run's JSON documents: they are not read (a conversation can be
-    # large).
-    runs = access.scope(filterset.qs, "runs.view_run").defer(*_RUN_DOCUMENTS)
-    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    runs = selectors.run_list()
+    if given:
+        filterset = RunFilter(given, queryset=runs, request=request)
+        if not filterset.is_valid():
+            context.update(problems=filter_problems(filterset), page=None, rows=[])
+            return context
+        # The form's datetime-local fields show a moment only as YYYY-MM-DDTHH:MM[:SS] (UTC).
+        for name in ("created_from", "created_to"):
+            moment = filterset.form.cleaned_data.get(name)
+            if moment is not None:
+                context["filters"][name] = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        runs = filterset.qs
+    values = selectors.run_list_values(access.scope(runs, "runs.view_run"))
+    page = Paginator(values, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
-    counts = selectors.step_counts(run_ids=[run.pk for run in page.object_list])
-    now = timezone.now()
+    found = selectors.run_list_rows(page.object_list, now=timezone.now())
     # One reverse() for the page rather than one a row: the run's id put into a resolved path.
     path = reverse("run-detail", args=[_PATH_PLACEHOLDER])
-    rows = [
-        (
-            run,
-            *counts.get(run.pk, (0, 0, 0)),
-            selectors.run_wall_time_ms(run, now=now),
-            path.replace(str(_PATH_PLACEHOLDER), str(run.pk)),
-        )
-        for run in page.object_list
-    ]
+    rows = [(run, path.replace(str(_PATH_PLACEHOLDER), str(run.pk))) for run in found]
     context.update(page=page, rows=rows)
     return context
 
@@ -155,22 +147,31 @@ def _event_anchors(steps: list[tuple[int, int, int | None]]) -> dict[tuple[str, 
     return anchors
 
 
-def _step_state_paths(run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
-    """The path of each step's ``run-step-state`` fragment by step id (one reverse())."""
-    path = reverse("run-step-state", args=[run_id, _INDEX_PLACEHOLDER])
+def _step_paths(name: str, run_id: uuid.UUID, steps: list[Step]) -> dict[int, str]:
+    """The path of each step's fragment ``name`` (``run-step-state``, ``run-step-attempts``)
+    by step id (one reverse())."""
+    path = reverse(name, args=[run_id, _INDEX_PLACEHOLDER])
     marker = f"/{_INDEX_PLACEHOLDER}/"
     return {step.pk: path.replace(marker, f"/{step.index}/") for step in steps}
 
 
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
-        run = selectors.run_get(run_id=run_id)
+        run = selectors.run_list().get(pk=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
-    steps = list(run.steps.all())
+    steps = selectors.run_page_steps(run_id=run.pk)
     prefetch_related_objects(steps, "approval__decisions")
+    # A step's attempts are listed in a folded section, loaded when opened, except where the
+    # section opens with the page: a failed step, or one waiting for a retry.
+    attempts = selectors.step_attempts(
+        step_ids=[step.pk for step in steps if step.status in _RETRIED]
+    )
     # The states as plain values (no model per checkpoint): only their diffs' sizes are shown.
-    checkpoints = dict(Checkpoint.objects.filter(run_id=run.pk).values_list("step_id", "state"))
+    # Unordered: the checkpoints' default order (by run, then the run's own) would join runs.
+    checkpoints = dict(
+        Checkpoint.objects.filter(run_id=run.pk).order_by().values_list("step_id", "state")
+    )
     # A fork may start at any step whose predecessors all succeeded.
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
@@ -188,9 +189,11 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
-        "state_paths": _step_state_paths(run.pk, steps),
+        "state_paths": _step_paths("run-step-state", run.pk, steps),
+        "attempt_paths": _step_paths("run-step-attempts", run.pk, steps),
         "anchors": _event_anchors(step_refs),
         "steps": steps,
+        "attempts_by_step": attempts,
         "steps_done": sum(
             step.status == StepStatus.SUCCEEDED and not step.tool_error for step in steps
         ),
@@ -258,6 +261,24 @@ def run_step_state(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpR
     before = checkpoints[1][1] if len(checkpoints) > 1 else {}
     context = {"index": index, "change": StepStates(before, after, json_diff(before, after))}
     return render(request, "runs/_step_state.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_step_attempts(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpResponse:
+    """The attempts of step ``index`` of the run, in number order (an HTML fragment, loaded
+    when the step's "Attempts" section is opened).
+
+    Raises:
+        Http404: the run has no such step.
+    """
+    step_id = Step.objects.filter(run_id=run_id, index=index).values_list("pk", flat=True).first()
+    if step_id is None:
+        raise Http404("no such step")
+    attempts = selectors.step_attempts(step_ids=[step_id]).get(step_id, [])
+    return render(request, "runs/_step_attempts.html", {"attempts": attempts})
 
 
 @require_GET
