@@ -26,12 +26,9 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
 from django.utils import timezone
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -50,6 +47,7 @@ from mcp.types import (
 from agentops.errors import Conflict, InvalidInput
 from gateway import calls
 from gateway.admission import Admitted, Caller, admit
+from gateway.dbthread import in_database
 from gateway.models import Upstream
 from gateway.upstream import UpstreamLost, UpstreamSpec, UpstreamUnavailable, fetch_tools, pool
 from runs.statuses import StepStatus
@@ -60,27 +58,6 @@ PREFIX = "/mcp/"
 # The client's progress token in a request's ``_meta`` (the SDK's name, and the wire's).
 _PROGRESS_KEYS = ("progress_token", "progressToken")
 DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
-T = TypeVar("T")
-
-# The gateway's database work runs on one thread of its own, one hop per step of a request,
-# in that thread's own context: its Django cache client (a Redis connection) lasts from one
-# call to the next, where a context copied from each request would connect anew every time.
-_database = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-db")
-
-
-def _hop(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
-    # As channels' database_sync_to_async: a connection is not kept past its hop.
-    close_old_connections()
-    try:
-        return fn(**kwargs)
-    finally:
-        close_old_connections()
-
-
-async def _in_database(fn: Callable[..., T], /, **kwargs: Any) -> T:
-    """``fn(**kwargs)`` run on the gateway's database thread, awaited."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_database, functools.partial(_hop, fn, kwargs))
 
 
 def _text_result(text: str, *, error: bool = True) -> CallToolResult:
@@ -133,7 +110,7 @@ class _Mounted:
         if not upstream.tools:
             upstream.tools = await fetch_tools(UpstreamSpec.of(upstream))
             upstream.tools_fetched_at = timezone.now()
-            await _in_database(upstream.save, update_fields=["tools", "tools_fetched_at"])
+            await in_database(upstream.save, update_fields=["tools", "tools_fetched_at"])
         return upstream
 
     async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -154,7 +131,7 @@ class _Mounted:
             return _text_result(f"agentops: {upstream.name} has no tool {params.name!r}")
         client_params = ctx.session.client_params
         try:
-            step = await _in_database(
+            step = await in_database(
                 calls.session_call_step,
                 upstream=upstream,
                 session_id=session_id,
@@ -195,7 +172,7 @@ class _Mounted:
         ticks = 0
         while step.status in DECIDING:
             await asyncio.sleep(settings.AGENTOPS_MCP_POLL_SECONDS)
-            step = await _in_database(calls.step_state, step_id=step.id)
+            step = await in_database(calls.step_state, step_id=step.id)
             if token is not None and loop.time() - last >= every:
                 ticks += 1
                 last = loop.time()
@@ -237,7 +214,7 @@ class _Mounted:
         step: calls.CallStep,
         caller: Caller,
     ) -> CallToolResult:
-        record = functools.partial(_in_database, calls.step_outcome)
+        record = functools.partial(in_database, calls.step_outcome)
         try:
             result = await pool.call_tool(spec, tool, step.args, meta)
         except UpstreamUnavailable as exc:
@@ -286,7 +263,7 @@ class Gateway:
         authorization = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
         )
-        admitted = await _in_database(admit, name=name, authorization=authorization)
+        admitted = await in_database(admit, name=name, authorization=authorization)
         if not isinstance(admitted, Admitted):
             status, detail, headers = admitted
             await _answer(send, status, detail, headers)
@@ -302,7 +279,7 @@ class Gateway:
         if scope.get("method") == "DELETE" and session_id:
             # The client ends its session: its run appends no more steps (done before the
             # answer, so a client that saw its session end finds its run complete).
-            await _in_database(calls.session_end, session_id=session_id, actor=caller.actor)
+            await in_database(calls.session_end, session_id=session_id, actor=caller.actor)
         scope = {**scope, "agentops.caller": caller, "agentops.upstream": upstream}
         await mounted.manager.handle_request(scope, receive, send)
 
