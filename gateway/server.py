@@ -14,6 +14,11 @@ or expired, the client gets an ``isError`` result with the reason and the upstre
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated. A session the client ends (``DELETE``) completes its run.
 
+Who may call is checked by ``gateway.admission`` (kept per token while nothing changed), and
+every database step of a request runs on the gateway's own database thread
+(``gateway.dbthread``): a call makes three hops there, its admission, its step before the
+upstream call, its outcome after.
+
 Sessions are the handshake-era kind (``initialize``, ``Mcp-Session-Id``): a session is what
 makes a run, so ``server/discover`` is answered "method not found" and clients fall back to
 the handshake.
