@@ -201,6 +201,34 @@ def call_step(
     return CallStep.of(step)
 
 
+def session_call_step(
+    *,
+    upstream: Upstream,
+    session_id: str,
+    actor: Actor,
+    project_id: int,
+    client_info: Any,
+    tool: str,
+    args: dict[str, Any],
+    spec: dict[str, Any] | None,
+) -> CallStep:
+    """``call_step`` in the run of MCP session ``session_id`` (``session_run``): what one
+    ``tools/call`` does in the database before the upstream is called.
+
+    Raises:
+        InvalidInput: the arguments fail the tool's schema.
+        Conflict: the run is finished.
+    """
+    run_id = session_run(
+        upstream=upstream,
+        session_id=session_id,
+        actor=actor,
+        project_id=project_id,
+        client_info=client_info,
+    )
+    return call_step(run_id=run_id, actor=actor, tool=tool, args=args, spec=spec)
+
+
 def step_state(step_id: int) -> CallStep:
     """The step as it is now."""
     return CallStep.of(Step.objects.get(pk=step_id))

@@ -14,6 +14,11 @@ or expired, the client gets an ``isError`` result with the reason and the upstre
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated. A session the client ends (``DELETE``) completes its run.
 
+Who may call is checked by ``gateway.admission`` (kept per token while nothing changed), and
+every database step of a request runs on the gateway's own database thread
+(``gateway.dbthread``): a call makes three hops there, its admission, its step before the
+upstream call, its outcome after.
+
 Sessions are the handshake-era kind (``initialize``, ``Mcp-Session-Id``): a session is what
 makes a run, so ``server/discover`` is answered "method not found" and clients fall back to
 the handshake.
@@ -23,12 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 from mcp.server.lowlevel import Server
@@ -44,52 +48,25 @@ from mcp.types import (
     TextContent,
     Tool,
 )
-from rest_framework.exceptions import AuthenticationFailed
 
-from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from agentops.tokens import TokenAuthentication
 from gateway import calls
+from gateway.admission import Admitted, Caller, admit
+from gateway.dbthread import in_database
 from gateway.models import Upstream
 from gateway.upstream import UpstreamLost, UpstreamSpec, UpstreamUnavailable, fetch_tools, pool
-from projects.access import Access
 from runs.statuses import StepStatus
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "/mcp/"
-# What a token's user must hold in its project to use the gateway: a session is a run they
-# create, each call a step they append.
-NEEDED = ("runs.add_run", "runs.drive_run")
 # The client's progress token in a request's ``_meta`` (the SDK's name, and the wire's).
 _PROGRESS_KEYS = ("progress_token", "progressToken")
 DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: the ``actor`` recorded on runs and steps, and the token's project."""
-
-    actor: Actor
-    project_id: int
-
-
 def _text_result(text: str, *, error: bool = True) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
-
-
-def _authenticate(authorization: str) -> tuple[Any, Any] | None:
-    keyword, _, key = authorization.partition(" ")
-    if keyword.lower() not in ("bearer", "token") or not key.strip():
-        return None
-    try:
-        return TokenAuthentication().authenticate_credentials(key.strip().encode())
-    except (AuthenticationFailed, UnicodeEncodeError):
-        return None
-
-
-def _enabled_upstream(name: str) -> Upstream | None:
-    return Upstream.objects.filter(name=name, enabled=True).first()
 
 
 async def _answer(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
@@ -138,7 +115,7 @@ class _Mounted:
         if not upstream.tools:
             upstream.tools = await fetch_tools(UpstreamSpec.of(upstream))
             upstream.tools_fetched_at = timezone.now()
-            await database_sync_to_async(upstream.save)(update_fields=["tools", "tools_fetched_at"])
+            await in_database(upstream.save, update_fields=["tools", "tools_fetched_at"])
         return upstream
 
     async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -159,16 +136,13 @@ class _Mounted:
             return _text_result(f"agentops: {upstream.name} has no tool {params.name!r}")
         client_params = ctx.session.client_params
         try:
-            run_id = await database_sync_to_async(calls.session_run)(
+            step = await in_database(
+                calls.session_call_step,
                 upstream=upstream,
                 session_id=session_id,
                 actor=caller.actor,
                 project_id=caller.project_id,
                 client_info=client_params.client_info if client_params else None,
-            )
-            step = await database_sync_to_async(calls.call_step)(
-                run_id=run_id,
-                actor=caller.actor,
                 tool=params.name,
                 args=dict(params.arguments or {}),
                 spec=tool,
@@ -183,7 +157,10 @@ class _Mounted:
             step = dataclasses.replace(step, args=sent)
         if step.status == StepStatus.READY:
             meta = {k: v for k, v in (params.meta or {}).items() if k not in _PROGRESS_KEYS}
-            meta |= {"agentops/run": str(run_id), "agentops/idempotency-key": step.idempotency_key}
+            meta |= {
+                "agentops/run": str(step.run_id),
+                "agentops/idempotency-key": step.idempotency_key,
+            }
             upstream_call = (UpstreamSpec.of(upstream), params.name, meta)
             return await self._forward(upstream_call, step, caller)
         return self._settled(step)
@@ -200,7 +177,7 @@ class _Mounted:
         ticks = 0
         while step.status in DECIDING:
             await asyncio.sleep(settings.AGENTOPS_MCP_POLL_SECONDS)
-            step = await database_sync_to_async(calls.step_state)(step.id)
+            step = await in_database(calls.step_state, step_id=step.id)
             if token is not None and loop.time() - last >= every:
                 ticks += 1
                 last = loop.time()
@@ -242,7 +219,7 @@ class _Mounted:
         step: calls.CallStep,
         caller: Caller,
     ) -> CallToolResult:
-        record = database_sync_to_async(calls.step_outcome)
+        record = functools.partial(in_database, calls.step_outcome)
         try:
             result = await pool.call_tool(spec, tool, step.args, meta)
         except UpstreamUnavailable as exc:
@@ -291,9 +268,8 @@ class Gateway:
         authorization = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
         )
-        # One hop to the database thread for the three checks, not one each.
-        admitted = await database_sync_to_async(_admit)(name, authorization)
-        if isinstance(admitted, tuple):
+        admitted = await in_database(admit, name=name, authorization=authorization)
+        if not isinstance(admitted, Admitted):
             status, detail, headers = admitted
             await _answer(send, status, detail, headers)
             return
@@ -308,34 +284,9 @@ class Gateway:
         if scope.get("method") == "DELETE" and session_id:
             # The client ends its session: its run appends no more steps (done before the
             # answer, so a client that saw its session end finds its run complete).
-            await database_sync_to_async(calls.session_end)(
-                session_id=session_id, actor=caller.actor
-            )
+            await in_database(calls.session_end, session_id=session_id, actor=caller.actor)
         scope = {**scope, "agentops.caller": caller, "agentops.upstream": upstream}
         await mounted.manager.handle_request(scope, receive, send)
-
-
-@dataclass(frozen=True)
-class _Admitted:
-    upstream: Upstream
-    caller: Caller
-
-
-def _admit(name: str, authorization: str) -> _Admitted | tuple[int, str, list[Any]]:
-    """The upstream ``name`` and the caller of ``authorization``, or the refusal to answer:
-    404 (no such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
-    upstream = _enabled_upstream(name)
-    if upstream is None:
-        return 404, f"no MCP upstream {name!r}", []
-    found = _authenticate(authorization)
-    if found is None:
-        challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
-        return 401, "an agentops API token is required", challenge
-    user, token = found
-    access = Access.of(user, token)
-    if not all(access.can(perm, token.project_id) for perm in NEEDED):
-        return 403, "your role in this project cannot run tools", []
-    return _Admitted(upstream, Caller(Actor.for_user(user, via_api=True), token.project_id))
 
 
 gateway = Gateway()

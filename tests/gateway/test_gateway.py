@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import httpx2
 import pytest
@@ -17,6 +18,8 @@ from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from gateway.models import McpSession
+from projects.models import ApiToken
+from projects.services import membership_set, project_default
 from runs.models import Run, Step
 from tests.gateway.conftest import gateway_client, seen, text
 from testsupport.factories import make_token, make_user
@@ -118,6 +121,30 @@ def test_a_request_without_a_valid_token_or_role_is_refused(asgi_server, bank):
     assert httpx2.post(url, json=body, headers=as_viewer).status_code == 403
     unknown = f"{asgi_server.url}/mcp/no-such-upstream/"
     assert httpx2.post(unknown, json=body, headers=as_viewer).status_code == 404
+    assert not Run.objects.exists()
+
+
+def test_a_token_revoked_or_a_role_lost_meanwhile_is_refused_at_once(
+    asgi_server, bank, operator, settings
+):
+    """The server keeps the tokens it admitted (``gateway.admission``): a change made in another
+    process is refused from its next request on."""
+    # The server's shared cache (the project's key prefix), not this test's own.
+    prefix = os.environ.get("AGENTOPS_CACHE_PREFIX", "agentops")
+    settings.CACHES = {n: {**c, "KEY_PREFIX": prefix} for n, c in settings.CACHES.items()}
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    token = make_token(operator)
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    # Admitted: the MCP server answers (a request outside any session is its 400).
+    assert httpx2.post(url, json=body, headers=headers).status_code == 400
+    assert httpx2.post(url, json=body, headers=headers).status_code == 400
+    membership_set(project=project_default(), user=operator, role="viewer")
+    assert httpx2.post(url, json=body, headers=headers).status_code == 403
+    membership_set(project=project_default(), user=operator, role="operator")
+    assert httpx2.post(url, json=body, headers=headers).status_code == 400
+    ApiToken.objects.filter(user=operator).delete()
+    assert httpx2.post(url, json=body, headers=headers).status_code == 401
     assert not Run.objects.exists()
 
 

@@ -9,7 +9,9 @@ import os
 import signal
 import time
 
+import psycopg
 import pytest
+from django.db import connection
 
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
@@ -103,3 +105,54 @@ def test_a_call_repeated_while_it_waits_for_approval_is_the_same_call(
     assert list(Step.objects.filter(run_id=session.run_id).values_list("tool", "status")) == [
         ("transfer", "succeeded")
     ]
+
+
+def _terminate_connections(keep: int) -> int:
+    """Terminate every connection to the test database but ``keep`` (a backend pid) and this
+    function's own, and wait until they are gone; returns how many there were."""
+    params = connection.settings_dict
+    others = (
+        "FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid NOT IN (pg_backend_pid(), %s)"
+    )
+    with psycopg.connect(
+        dbname=params["NAME"],
+        user=params["USER"],
+        host=params["HOST"],
+        port=params["PORT"] or None,
+        autocommit=True,
+    ) as own:
+        row = own.execute(
+            f"SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) {others}", [keep]
+        ).fetchone()
+        _wait(lambda: own.execute(f"SELECT count(*) = 0 {others}", [keep]).fetchone() == (True,))
+    return int(row[0]) if row else 0
+
+
+def test_calls_after_postgresql_dropped_the_servers_connections_succeed(
+    asgi_server, bank, upstream_log, operator
+):
+    """The gateway keeps its database connection between calls (``gateway.dbthread``): one
+    PostgreSQL closed meanwhile is replaced, the next call is answered."""
+    token = make_token(operator)
+    url = f"{asgi_server.url}/mcp/{bank.name}/"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (this_test,) = cursor.fetchone()
+
+    async def scenario() -> list[bool]:
+        errors = []
+        async with gateway_client(url, token) as client:
+            for account in ("A-1", "A-2"):
+                result = await client.call_tool("lookup", {"account": account})
+                errors.append(bool(result.is_error))
+                terminated = await asyncio.to_thread(_terminate_connections, this_test)
+                assert terminated >= 1
+            result = await client.call_tool("lookup", {"account": "A-3"})
+            errors.append(bool(result.is_error))
+        return errors
+
+    assert asyncio.run(scenario()) == [False, False, False]
+    assert [c["args"]["account"] for c in seen(upstream_log)] == ["A-1", "A-2", "A-3"]
+    statuses = list(Step.objects.order_by("index").values_list("status", flat=True))
+    assert statuses == ["succeeded"] * 3

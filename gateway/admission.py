@@ -1,0 +1,152 @@
+"""Who may use the gateway: the upstream a request names, and the caller its API token stands for.
+
+Checking a request in the database takes three queries (the upstream, the token with its user,
+the user's memberships), and an MCP client sends the same token with every request. So each
+process keeps what it found for a token (the upstream, the caller, the token's expiry) and
+admits the token's next requests without the database while the credentials version in the
+shared cache is the one it found them under and the token has not expired. Saving or deleting
+a token, a membership, a user or an upstream (admin, services, the ORM) replaces the version at
+once and again when its transaction commits (``credentials_changed``, connected in
+``GatewayConfig.ready``), so a revoked token, a changed role, a deactivated user or a disabled
+upstream is refused from the next request on; a change made around Django (SQL,
+``QuerySet.update``) must call ``credentials_changed`` too. Without the shared cache (Redis
+down) every request is checked in the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+from rest_framework.exceptions import AuthenticationFailed
+
+from agentops.actors import Actor
+from agentops.tokens import TokenAuthentication
+from gateway.models import Upstream
+from projects.access import Access
+
+logger = logging.getLogger(__name__)
+
+# What a token's user must hold in its project to use the gateway: a session is a run they
+# create, each call a step they append.
+NEEDED = ("runs.add_run", "runs.drive_run")
+_VERSION = "gateway:credentials-version"
+_REMEMBERED = 10_000
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the ``actor`` recorded on runs and steps, and the token's project."""
+
+    actor: Actor
+    project_id: int
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A request let in: the ``upstream`` it names and its ``caller``."""
+
+    upstream: Upstream
+    caller: Caller
+
+
+Refused = tuple[int, str, list[tuple[bytes, bytes]]]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    version: str
+    admitted: Admitted
+    expiry: datetime | None
+
+
+# (upstream name, digest of the Authorization header) -> what the database said, under which
+# version (bounded: the oldest entries are forgotten first).
+_kept: dict[tuple[str, str], _Kept] = {}
+
+
+def admit(name: str, authorization: str) -> Admitted | Refused:
+    """The upstream ``name`` (an enabled one) and the caller of ``authorization`` (``Bearer
+    <token>`` or ``Token <token>``: an API token whose user holds ``NEEDED`` in the token's
+    project), or the refusal to answer as ``(HTTP status, detail, extra headers)``: 404 (no
+    such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
+    key = (name, hashlib.sha256(authorization.encode()).hexdigest())
+    version = _version()
+    kept = _kept.get(key)
+    if (
+        kept is not None
+        and version is not None
+        and kept.version == version
+        and (kept.expiry is None or kept.expiry > timezone.now())
+    ):
+        return kept.admitted
+    _kept.pop(key, None)
+    found, expiry = _admit_from_database(name, authorization)
+    if version is not None and isinstance(found, Admitted):
+        if len(_kept) >= _REMEMBERED:
+            del _kept[next(iter(_kept))]
+        _kept[key] = _Kept(version, found, expiry)
+    return found
+
+
+def credentials_changed(**_: object) -> None:
+    """Make every process check tokens in the database again (a signal receiver: any keyword
+    arguments are ignored): now, and again once this transaction commits, for the requests
+    checked before the change was committed."""
+
+    def bump() -> None:
+        try:
+            cache.set(_VERSION, uuid.uuid4().hex, timeout=None)
+        except Exception:
+            logger.error("could not publish a change of the gateway's credentials", exc_info=True)
+
+    bump()
+    transaction.on_commit(bump)
+
+
+def _version() -> str | None:
+    try:
+        version = cache.get(_VERSION)
+        if version is None:
+            cache.add(_VERSION, uuid.uuid4().hex, timeout=None)
+            version = cache.get(_VERSION)
+    except Exception:
+        logger.warning("gateway credentials checked without the shared cache", exc_info=True)
+        return None
+    return str(version) if version is not None else None
+
+
+def _admit_from_database(
+    name: str, authorization: str
+) -> tuple[Admitted | Refused, datetime | None]:
+    """What the database says of the request, and the token's expiry when it is admitted."""
+    upstream = Upstream.objects.filter(name=name, enabled=True).first()
+    if upstream is None:
+        return (404, f"no MCP upstream {name!r}", []), None
+    found = _authenticate(authorization)
+    if found is None:
+        challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
+        return (401, "an agentops API token is required", challenge), None
+    user, token = found
+    access = Access.of(user, token)
+    if not all(access.can(perm, token.project_id) for perm in NEEDED):
+        return (403, "your role in this project cannot run tools", []), None
+    caller = Caller(Actor.for_user(user, via_api=True), token.project_id)
+    return Admitted(upstream, caller), token.expiry
+
+
+def _authenticate(authorization: str) -> tuple[Any, Any] | None:
+    keyword, _, key = authorization.partition(" ")
+    if keyword.lower() not in ("bearer", "token") or not key.strip():
+        return None
+    try:
+        return TokenAuthentication().authenticate_credentials(key.strip().encode())
+    except (AuthenticationFailed, UnicodeEncodeError):
+        return None
