@@ -26,7 +26,7 @@ from runs.models import CLIENT_DRIVEN, Executor, Run, Step
 from runs.selectors import run_as_created
 from runs.statuses import OPEN_STEP_STATUSES
 from runs.tools import get_tool, schema_invalid, schema_problem
-from runs.transitions import record_transition, save_run
+from runs.transitions import record_transition, save_run, status_in
 from runs.wakeups import advance_run_on_commit
 
 
@@ -310,10 +310,10 @@ def _lock_for_append(
     assert batch is not None  # inside audited_atomic(pipelined=True)
     read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
     read_count = batch.fetch_later("SELECT count(*) FROM runs_step WHERE run_id = %s", [run_id])
-    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
+    marks = status_in(len(OPEN_STEP_STATUSES))
     read_open = rows.select_later(
         Step,
-        f"run_id = %s AND status IN ({marks})",
+        f"run_id = %s AND {marks}",
         [run_id, *OPEN_STEP_STATUSES],
         lock=True,
         order_by='"index"',
@@ -324,7 +324,7 @@ def _lock_for_append(
     if repeat_of:
         read_repeat = rows.select_later(
             Step,
-            f"run_id = %s AND tool_call_id = %s AND status IN ({marks})",
+            f"run_id = %s AND tool_call_id = %s AND {marks}",
             [run_id, repeat_of, *OPEN_STEP_STATUSES],
             order_by='"index" DESC',
             limit=1,

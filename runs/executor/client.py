@@ -40,7 +40,7 @@ from runs.executor.advance import advance_locked
 from runs.executor.record import fail_or_retry, tool_error_mark
 from runs.models import Checkpoint, Executor, Run, Step, StepAttempt, ToolCall
 from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, CallStatus, RunStatus, StepStatus
-from runs.transitions import record_transition, save_run, save_step
+from runs.transitions import record_transition, save_run, save_step, status_in
 
 REPORT_KEYS = {"result", "error", "outcome"}
 # Optional beside ``result``: whether the tool answered with an error.
@@ -242,7 +242,7 @@ def _lock_for_report(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step, list[S
     read_step = rows.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
     read_next = rows.select_later(
         Step,
-        f"run_id = %s AND status IN ({', '.join(['%s'] * len(OPEN_STEP_STATUSES))}) AND id <> %s",
+        f"run_id = %s AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> %s",
         [run_id, *OPEN_STEP_STATUSES, step_id],
         lock=True,
         order_by='"index"',

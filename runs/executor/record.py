@@ -29,7 +29,7 @@ from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.models import Checkpoint, Run, Step, StepAttempt
 from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, StepStatus
 from runs.tools import ToolContext, get_tool, tool_error_of
-from runs.transitions import record_transition, save_run, save_step
+from runs.transitions import record_transition, save_run, save_step, status_in
 from runs.wakeups import retry_step_on_commit
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,6 @@ def _record_reads_sql() -> str:
     as ``audit.models.run_chain`` makes it), then event ids reserved. Each LATERAL part
     refers to the one before it, so PostgreSQL must take the locks in that order (lock order:
     ``runs.transitions``; ids only under the head's lock, as ``audit_prefetch``)."""
-    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
     run_table, step_table = Run._meta.db_table, Step._meta.db_table
     steps = rows.column_list(Step)
     return f"""
@@ -147,7 +146,7 @@ CROSS JOIN LATERAL (
 ) s
 LEFT JOIN LATERAL (
     SELECT {steps} FROM {step_table}
-    WHERE run_id = s.run_id AND status IN ({marks}) AND id <> s.id
+    WHERE run_id = s.run_id AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> s.id
     ORDER BY "index" LIMIT 1 FOR UPDATE
 ) n ON true
 LEFT JOIN LATERAL (
@@ -182,12 +181,11 @@ def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
         head = None if events is None else (events, last_id, last_hash)
         audit_prefetched(chain=run_chain(run_id), head=head, ids=ids)
         return run, step, [] if upcoming[0] is None else rows.instances(Step, [upcoming])
-    marks = ", ".join(["%s"] * len(OPEN_STEP_STATUSES))
     read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
     read_step = rows.select_later(Step, "id = %s", [step_id], lock=True)
     read_next = rows.select_later(
         Step,
-        f"run_id = %s AND status IN ({marks}) AND id <> %s",
+        f"run_id = %s AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> %s",
         [run_id, *OPEN_STEP_STATUSES, step_id],
         lock=True,
         order_by='"index"',
