@@ -58,10 +58,13 @@ class AuditEvent(models.Model):
     to_state = models.CharField(max_length=32, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64, unique=True)
+    hash = models.CharField(max_length=64)
 
     class Meta:
         ordering = ["id"]
+        # A constraint, not ``unique=True``: no LIKE index (varchar_pattern_ops) for every
+        # event to keep up; nothing searches hashes by prefix.
+        constraints = [models.UniqueConstraint(fields=["hash"], name="audit_event_hash_uniq")]
         indexes = [
             models.Index(fields=["run_id", "id"], name="audit_run_id_idx"),
             models.Index(fields=["chain", "-id"], name="audit_chain_idx"),

@@ -272,7 +272,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
         "finished_at",
     )
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: step_run_index_uniq (run, index) finds a run's steps, in order.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     tool = models.CharField(max_length=128)
     args = models.JSONField(default=dict, blank=True)
@@ -287,7 +288,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    idempotency_key = models.CharField(max_length=300, unique=True)
+    idempotency_key = models.CharField(max_length=300)
     risk = models.CharField(max_length=16, choices=Risk.choices)
     gate = models.CharField(max_length=32, blank=True)
     gate_params = models.JSONField(default=dict, blank=True)
@@ -314,8 +315,12 @@ class Step(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         ordering = ["run", "index"]
+        # Unique keys as constraints, not ``unique=True``: on PostgreSQL a unique CharField
+        # also gets a LIKE index (varchar_pattern_ops) that nothing here uses and that every
+        # write of a step (two a step: it and the next one) would keep up to date.
         constraints = [
             models.UniqueConstraint(fields=["run", "index"], name="step_run_index_uniq"),
+            models.UniqueConstraint(fields=["idempotency_key"], name="step_idempotency_key_uniq"),
         ]
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="step_status_idx")]
 
@@ -470,7 +475,10 @@ class StepAttempt(models.Model):
     ``error`` the structured error of a failed attempt.
     """
 
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_set")
+    # No index of its own: attempt_step_number_uniq (step, number) finds a step's attempts.
+    step = models.ForeignKey(
+        Step, on_delete=models.CASCADE, related_name="attempt_set", db_index=False
+    )
     number = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=AttemptStatus.choices)
     worker = models.CharField(max_length=128, blank=True)
@@ -528,7 +536,7 @@ class ToolCall(models.Model):
     kept to tell a repeated report from a different one.
     """
 
-    idempotency_key = models.CharField(max_length=300, unique=True)
+    idempotency_key = models.CharField(max_length=300)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
     tool = models.CharField(max_length=128)
@@ -539,6 +547,14 @@ class ToolCall(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # A constraint, not ``unique=True``: no LIKE index to keep up (see ``Step.Meta``).
+        constraints = [
+            models.UniqueConstraint(
+                fields=["idempotency_key"], name="toolcall_idempotency_key_uniq"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.idempotency_key} ({self.status})"
