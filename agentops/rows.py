@@ -7,9 +7,9 @@ write their rows here instead (figures: ``benchmarks/README.md``, "throughput").
 
 Rows are still model instances: loaded through ``Model.from_db`` with each field's own database
 converters, changed only by their FSM transitions, and written back column by column with each
-field's own adaptation (``get_db_prep_save``, ``pre_save`` for ``auto_now`` fields), so JSON,
-UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of a
-quick local start. An instance loaded here writes back only the fields whose values differ
+field's own adaptation (``get_db_prep_save``, ``pre_save`` for ``auto_now`` fields; skipped
+where it would return the value as it is: ``agentops.adapt``), so JSON, UUIDs and datetimes
+mean the same as through the ORM, on PostgreSQL and on the SQLite of a quick local start. An instance loaded here writes back only the fields whose values differ
 from the row it was loaded from. The SQL of each statement shape is built once per process.
 Every write names a guard (the status or version the row was read with, like django-fsm's
 ``ConcurrentTransitionMixin``); a write that finds the row changed raises
@@ -36,6 +36,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django_fsm import ConcurrentTransition
 
+from agentops.adapt import Adapter, Param, adapter_of, param_of
 from agentops.pipeline import current_batch
 
 M = TypeVar("M", bound=Model)
@@ -252,9 +253,9 @@ def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
 @cache
 def _update_sql(
     model: type[Model], names: tuple[str, ...], where: tuple[str, ...]
-) -> tuple[str, list[Field[Any, Any]]]:
+) -> tuple[str, list[Adapter]]:
     """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), and the
-    fields whose values its parameters are, in order."""
+    adaptation of each of its parameters' values (``agentops.adapt``), in order."""
     db = _db()
     table = _table(model)
     fields = [table.fields[name] for name in (*names, *where)]
@@ -262,16 +263,16 @@ def _update_sql(
     assignments = ", ".join(columns[: len(names)])
     conditions = " AND ".join(columns[len(names) :])
     sql = f"UPDATE {table.name} SET {assignments} WHERE {conditions}"  # noqa: S608 (no user input)
-    return sql, fields
+    return sql, [adapter_of(f, db.vendor) for f in fields]
 
 
 def _update_params(
     model: type[Model], values: dict[str, Any], where: dict[str, Any]
 ) -> tuple[str, list[Any]]:
     db = _db()
-    sql, fields = _update_sql(model, tuple(values), tuple(where))
+    sql, adapters = _update_sql(model, tuple(values), tuple(where))
     raw = [*values.values(), *where.values()]
-    params = [field.get_db_prep_save(value, db) for field, value in zip(fields, raw, strict=True)]
+    params = [adapt(value, db) for adapt, value in zip(adapters, raw, strict=True)]
     return sql, params
 
 
@@ -352,9 +353,10 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
 @cache
 def _insert_sql(
     model: type[Model], rows: int, with_pk: bool, returning: bool
-) -> tuple[str, list[Field[Any, Any]]]:
+) -> tuple[str, list[Param]]:
     """The INSERT of ``rows`` new rows (returning their primary keys with ``returning``), and
-    the fields of one row's parameters, in order."""
+    what gives each of one row's parameters from its instance (``agentops.adapt``), in
+    order."""
     db = _db()
     meta = model._meta
     fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
@@ -363,7 +365,7 @@ def _insert_sql(
     sql = f"INSERT INTO {_table(model).name} ({columns}) VALUES {', '.join([row] * rows)}"  # noqa: S608
     if returning:
         sql += f" RETURNING {db.ops.quote_name(str(meta.pk.column))}"
-    return sql, fields
+    return sql, [param_of(f, db.vendor, add=True) for f in fields]
 
 
 def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
@@ -379,8 +381,8 @@ def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
     db = _db()
     model = type(objs[0])
     with_pk = objs[0].pk is not None
-    sql, fields = _insert_sql(model, len(objs), with_pk, returning)
-    params = [f.get_db_prep_save(f.pre_save(obj, add=True), db) for obj in objs for f in fields]
+    sql, makers = _insert_sql(model, len(objs), with_pk, returning)
+    params = [make(obj, db) for obj in objs for make in makers]
     batch = current_batch()
     if not returning:
         if batch is not None:
@@ -410,9 +412,7 @@ def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
 
 
 @cache
-def _upsert_sql(
-    model: type[Model], key: str, fields: tuple[str, ...]
-) -> tuple[str, list[Field[Any, Any]]]:
+def _upsert_sql(model: type[Model], key: str, fields: tuple[str, ...]) -> tuple[str, list[Param]]:
     db = _db()
     sql, columns = _insert_sql(model, 1, False, False)
     table = _table(model)
@@ -433,7 +433,7 @@ def upsert(obj: Model, *, key: str, fields: Sequence[str]) -> None:
     db = _db()
     model = type(obj)
     sql, columns = _upsert_sql(model, key, tuple(fields))
-    params = [f.get_db_prep_save(f.pre_save(obj, add=True), db) for f in columns]
+    params = [make(obj, db) for make in columns]
     execute(sql, params, table=model._meta.db_table, row=getattr(obj, key))
 
 
