@@ -9,8 +9,9 @@ Rows are still model instances: loaded through ``Model.from_db`` with each field
 converters, changed only by their FSM transitions, and written back column by column with each
 field's own adaptation (``get_db_prep_save``, ``pre_save`` for ``auto_now`` fields; skipped
 where it would return the value as it is: ``agentops.adapt``), so JSON, UUIDs and datetimes
-mean the same as through the ORM, on PostgreSQL and on the SQLite of a quick local start. An instance loaded here writes back only the fields whose values differ
-from the row it was loaded from. The SQL of each statement shape is built once per process.
+mean the same as through the ORM, on PostgreSQL and on the SQLite of a quick local start.
+An instance loaded here writes back only the fields whose values differ from the row it was
+loaded from. The SQL of each statement shape is built once per process.
 Every write names a guard (the status or version the row was read with, like django-fsm's
 ``ConcurrentTransitionMixin``); a write that finds the row changed raises
 ``ConcurrentTransition``.

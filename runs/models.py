@@ -22,6 +22,7 @@ from agentops.statuses import StatusInfo
 from projects.models import default_project_id
 from runs.statuses import (
     ATTEMPT_STATUSES,
+    OPEN_STEP_STATUSES,
     RUN_TERMINAL,
     STEP_CANCELLABLE,
     STEP_TERMINAL,
@@ -322,7 +323,16 @@ class Step(ConcurrentTransitionMixin, models.Model):
             models.UniqueConstraint(fields=["run", "index"], name="step_run_index_uniq"),
             models.UniqueConstraint(fields=["idempotency_key"], name="step_idempotency_key_uniq"),
         ]
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="step_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="step_status_idx"),
+            # A run's open steps in order (``runs.transitions.status_in``): one entry a step
+            # while it is open, none once it has ended.
+            models.Index(
+                fields=["run", "index"],
+                name="step_open_idx",
+                condition=models.Q(status__in=OPEN_STEP_STATUSES),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.index} {self.tool} ({self.status})"

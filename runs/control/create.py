@@ -310,11 +310,11 @@ def _lock_for_append(
     assert batch is not None  # inside audited_atomic(pipelined=True)
     read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
     read_count = batch.fetch_later("SELECT count(*) FROM runs_step WHERE run_id = %s", [run_id])
-    marks = status_in(len(OPEN_STEP_STATUSES))
+    open_steps = status_in(OPEN_STEP_STATUSES)
     read_open = rows.select_later(
         Step,
-        f"run_id = %s AND {marks}",
-        [run_id, *OPEN_STEP_STATUSES],
+        f"run_id = %s AND {open_steps}",
+        [run_id],
         lock=True,
         order_by='"index"',
         limit=1,
@@ -324,8 +324,8 @@ def _lock_for_append(
     if repeat_of:
         read_repeat = rows.select_later(
             Step,
-            f"run_id = %s AND tool_call_id = %s AND {marks}",
-            [run_id, repeat_of, *OPEN_STEP_STATUSES],
+            f"run_id = %s AND tool_call_id = %s AND {open_steps}",
+            [run_id, repeat_of],
             order_by='"index" DESC',
             limit=1,
         )

@@ -242,8 +242,8 @@ def _lock_for_report(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step, list[S
     read_step = rows.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
     read_next = rows.select_later(
         Step,
-        f"run_id = %s AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> %s",
-        [run_id, *OPEN_STEP_STATUSES, step_id],
+        f"run_id = %s AND {status_in(OPEN_STEP_STATUSES)} AND id <> %s",
+        [run_id, step_id],
         lock=True,
         order_by='"index"',
         limit=1,

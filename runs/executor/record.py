@@ -146,7 +146,7 @@ CROSS JOIN LATERAL (
 ) s
 LEFT JOIN LATERAL (
     SELECT {steps} FROM {step_table}
-    WHERE run_id = s.run_id AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> s.id
+    WHERE run_id = s.run_id AND {status_in(OPEN_STEP_STATUSES)} AND id <> s.id
     ORDER BY "index" LIMIT 1 FOR UPDATE
 ) n ON true
 LEFT JOIN LATERAL (
@@ -169,9 +169,7 @@ def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
     assert batch is not None  # inside audited_atomic(pipelined=True)
     run_id, step_id = claim.step.run_id, claim.step.pk
     if batch.pipelined:
-        read = batch.fetch_later(
-            _record_reads_sql(), [run_id, step_id, *OPEN_STEP_STATUSES, _USUAL_EVENTS]
-        )
+        read = batch.fetch_later(_record_reads_sql(), [run_id, step_id, _USUAL_EVENTS])
         batch.sync()
         ((*found, events, last_id, last_hash, ids),) = read()
         runs, steps = rows.width(Run), rows.width(Step)
@@ -185,8 +183,8 @@ def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
     read_step = rows.select_later(Step, "id = %s", [step_id], lock=True)
     read_next = rows.select_later(
         Step,
-        f"run_id = %s AND {status_in(len(OPEN_STEP_STATUSES))} AND id <> %s",
-        [run_id, *OPEN_STEP_STATUSES, step_id],
+        f"run_id = %s AND {status_in(OPEN_STEP_STATUSES)} AND id <> %s",
+        [run_id, step_id],
         lock=True,
         order_by='"index"',
         limit=1,
