@@ -1,4 +1,6 @@
-"""Runs, their steps and attempts, checkpoints and the tool-call ledger.
+"""Runs, their steps and attempts, checkpoints and the tool-call ledger (the kinds their
+fields choose from in ``runs.models.choices``, retention in ``runs.models.retention``, the
+API's idempotency keys in ``runs.models.idempotency``).
 
 Statuses are ``FSMField(protected=True)``: they change only through the transition methods
 below, which touch nothing but their own row. Every side effect of a transition (audit event,
@@ -20,6 +22,16 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
+from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
+from runs.models.idempotency import IdempotencyKey, IdempotencyKeyStatus
+from runs.models.retention import (
+    PURGE_OPEN,
+    PurgeStatus,
+    RetentionAction,
+    RetentionPolicy,
+    RetentionPurge,
+    _terminal_statuses,
+)
 from runs.statuses import (
     ATTEMPT_STATUSES,
     OPEN_STEP_STATUSES,
@@ -34,40 +46,27 @@ from runs.statuses import (
     step_status_info,
 )
 
-
-class Risk(models.TextChoices):
-    LOW = "low", "Low"
-    MEDIUM = "medium", "Medium"
-    HIGH = "high", "High"
-    CRITICAL = "critical", "Critical"
-
-
-class AgentKind(models.TextChoices):
-    """Where a run's steps come from (see ``runs.agents``)."""
-
-    PLAN = "plan", "Fixed plan"
-    CLIENT = "client", "Client app"
-    TRANSCRIPT = "transcript", "Recorded transcript"
-    MCP = "mcp", "MCP client (through the gateway)"
-
-
-# Runs whose steps a client appends (and runs, for client steps) until it says it is done: a
-# client app over the REST API, or an MCP client whose tool calls pass the gateway.
-CLIENT_DRIVEN = frozenset({AgentKind.CLIENT, AgentKind.MCP})
-
-
-class Executor(models.TextChoices):
-    """Who runs a step's tool: agentops' workers (a registered tool) or the client app."""
-
-    SERVER = "server", "agentops workers"
-    CLIENT = "client", "Client app"
-
-
-class OnBudgetExceeded(models.TextChoices):
-    """What crossing a run's budget does (``runs.budget``)."""
-
-    FAIL = "fail", "Fail the run"
-    APPROVE = "approve", "Ask a reviewer to continue"
+__all__ = [
+    "CLIENT_DRIVEN",
+    "PURGE_OPEN",
+    "AgentKind",
+    "Checkpoint",
+    "Executor",
+    "IdempotencyKey",
+    "IdempotencyKeyStatus",
+    "ModelCall",
+    "OnBudgetExceeded",
+    "PurgeStatus",
+    "RetentionAction",
+    "RetentionPolicy",
+    "RetentionPurge",
+    "Risk",
+    "Run",
+    "Step",
+    "StepAttempt",
+    "ToolCall",
+    "_terminal_statuses",
+]
 
 
 class Run(ConcurrentTransitionMixin, models.Model):
@@ -592,162 +591,3 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} call of run {self.run_id}"
-
-
-class IdempotencyKeyStatus(models.TextChoices):
-    IN_FLIGHT = "in_flight", "In flight"
-    DONE = "done", "Done"
-
-
-class IdempotencyKey(models.Model):
-    """A client's ``Idempotency-Key`` on a POST, with the response it got (``runs.idempotency``).
-
-    Keyed by (user, key). ``fingerprint`` is the SHA-256 of the method, path and canonical JSON
-    body, so the same key with a different request is told apart. ``response_status`` and
-    ``response_body`` replay the first response; the row may be purged after ``expires_at``.
-    ``locked_at`` is when the request holding an in-flight key started (a crashed request's
-    key is taken over after ``AGENTOPS_IDEMPOTENCY_LOCK_SECONDS``).
-    """
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    status = models.CharField(max_length=16, choices=IdempotencyKeyStatus.choices)
-    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.JSONField(null=True, blank=True)
-    locked_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(db_index=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="idempotency_user_key_uniq"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.key} ({self.status})"
-
-
-class RetentionAction(models.TextChoices):
-    DELETE = "delete", "Delete the run and everything it holds"
-    REDACT = "redact", "Keep the run, blank its data"
-
-
-def _terminal_statuses() -> list[str]:
-    return [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED]
-
-
-class RetentionPolicy(models.Model):
-    """An admin-editable rule: what to do with finished runs older than ``ttl_days`` (days).
-
-    A run qualifies when its status is one of ``statuses`` (terminal statuses only), its
-    ``agent`` matches (blank: any) and it finished more than ``ttl_days`` days ago. ``delete``
-    removes the run with its steps, attempts, checkpoints, ledger rows and approvals; ``redact``
-    keeps the rows but blanks their data (arguments, results, errors, conversation, state).
-    Audit events are kept either way (they have their own, longer TTL:
-    ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.retention.retention_purge``.
-    """
-
-    name = models.CharField(max_length=100, unique=True)
-    enabled = models.BooleanField(default=True)
-    statuses = models.JSONField(default=_terminal_statuses)
-    agent = models.CharField(max_length=16, choices=AgentKind.choices, blank=True)
-    ttl_days = models.PositiveIntegerField()
-    action = models.CharField(
-        max_length=8, choices=RetentionAction.choices, default=RetentionAction.DELETE
-    )
-
-    class Meta:
-        ordering = ["name"]
-        verbose_name_plural = "retention policies"
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.action} after {self.ttl_days} days"
-
-    def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        if not isinstance(self.statuses, list) or not self.statuses:
-            raise ValidationError({"statuses": "a non-empty list of run statuses"})
-        bad = [s for s in self.statuses if s not in RUN_TERMINAL]
-        if bad:
-            raise ValidationError({"statuses": f"only terminal statuses may expire, not {bad}"})
-
-
-class PurgeStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-
-
-# A purge that is queued or running: at most one at a time (``retention_purge_open_uniq``).
-PURGE_OPEN = (PurgeStatus.QUEUED, PurgeStatus.RUNNING)
-
-
-class RetentionPurge(models.Model):
-    """One application of the retention policies, started from admin ("Run now", one policy)
-    or by Celery beat (every enabled policy, then the audit chains), with its progress.
-
-    ``policy`` is the policy applied (None: every enabled policy, or a policy since deleted:
-    ``policy_name`` keeps its name, empty for every policy). ``started_by_name`` is the actor
-    who started it, copied (``started_by`` the user, when a person did). ``status`` moves
-    ``queued → running → succeeded | failed`` by conditional updates (``runs.purges``); while
-    it runs, the counts (runs and steps deleted, runs redacted, audit events deleted,
-    transactions) grow after each transaction. ``error`` says why it failed. At most one purge
-    is open (queued or running) at a time: a database constraint refuses a second.
-    """
-
-    policy = models.ForeignKey(
-        RetentionPolicy,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="purges",
-    )
-    policy_name = models.CharField(max_length=100, blank=True)
-    started_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    started_by_name = models.CharField("started by", max_length=150)
-    status = models.CharField(
-        max_length=16, choices=PurgeStatus.choices, default=PurgeStatus.QUEUED
-    )
-    runs = models.PositiveIntegerField("runs deleted", default=0)
-    steps = models.PositiveIntegerField("steps deleted", default=0)
-    redacted_runs = models.PositiveIntegerField("runs redacted", default=0)
-    audit_events = models.PositiveIntegerField("audit events deleted", default=0)
-    batches = models.PositiveIntegerField("transactions", default=0)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                models.Value(True),
-                condition=models.Q(status__in=PURGE_OPEN),
-                name="retention_purge_open_uniq",
-                violation_error_message="Another retention purge is queued or running.",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"purge {self.pk} of {self.policy_name or 'every policy'} ({self.status})"
-
-    @property
-    def is_open(self) -> bool:
-        return self.status in PURGE_OPEN
-
-    @property
-    def duration_ms(self) -> int | None:
-        """How long it ran (ms); None until it finished."""
-        if self.started_at and self.finished_at:
-            return int((self.finished_at - self.started_at).total_seconds() * 1000)
-        return None
