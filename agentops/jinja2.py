@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from collections.abc import Hashable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -65,6 +66,10 @@ def environment(**options: Any) -> Environment:
     return env
 
 
+# The characters html.escape replaces (quote=True).
+_ESCAPED = re.compile(r"[&<>\"']")
+
+
 def print_escaped(value: Any) -> str:
     """The text a page prints for ``value`` where autoescaping is on: what ``_escape`` and
     then Jinja2's ``escape`` print (Django's escaping: ``&quot;``, ``&#x27;``), in one call
@@ -79,7 +84,9 @@ def print_escaped(value: Any) -> str:
             # As markupsafe's escape does for a subclass of str without quotes (_escape
             # leaves it to it).
             value = str(value)
-    return html.escape(value)
+    # Most printed values (ids, statuses, numbers, times) have nothing to escape: one search
+    # in C instead of html.escape's five replacements.
+    return html.escape(value) if _ESCAPED.search(value) else value
 
 
 class _PrintingCodeGenerator(CodeGenerator):
