@@ -24,16 +24,18 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
 from benchmarks.bench_throughput import wait_runs
 from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
 from testsupport.statistics import percentile
+
+T = TypeVar("T")
 
 NAME = "live"
 STALL_SECONDS = 3.0
@@ -83,6 +85,22 @@ class Client:
 
     run_id: str
     received: dict[int, float] = field(default_factory=dict)
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread, whose database connections are closed when it returns:
+    an ended thread's connection stays open until the garbage collector finds its wrapper,
+    and the gateway benchmark waits for every connection to the database to end."""
+
+    from django.db import connections
+
+    def call() -> T:
+        try:
+            return fn(*args)
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(call)
 
 
 async def _follow(ws: aiohttp.ClientWebSocketResponse, client: Client) -> None:
@@ -163,12 +181,12 @@ async def _app_phase(
     def last_event_id() -> int:
         return AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
-    after = await asyncio.to_thread(last_event_id)
+    after = await in_thread(last_event_id)
     began = time.monotonic()
     for i, run_id in enumerate(ids):
         await asyncio.sleep(max(0.0, began + i * size.interval - time.monotonic()))
-        await asyncio.to_thread(_drive, run_id, operator)
-    await asyncio.to_thread(wait_runs, ids, "succeeded", 60 + size.runs)
+        await in_thread(_drive, run_id, operator)
+    await in_thread(wait_runs, ids, "succeeded", 60 + size.runs)
 
     def committed() -> Expected:
         expected: Expected = {run_id: set() for run_id in ids}
@@ -177,7 +195,7 @@ async def _app_phase(
             expected[str(run_id)].add(event_id)
         return expected
 
-    expected = await asyncio.to_thread(committed)
+    expected = await in_thread(committed)
     await _settle(clients, expected)
     return _tally(clients, expected)
 
@@ -211,7 +229,7 @@ async def _measure(bench: Bench, size: Size, count: int, users: dict[str, Any]) 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
         for _ in range(bench.repeat):
-            ids = await asyncio.to_thread(_idle_client_runs, size.runs, users["operator"])
+            ids = await in_thread(_idle_client_runs, size.runs, users["operator"])
             clients = [Client(run_id=ids[i % len(ids)]) for i in range(count)]
             sockets = await _connect(session, url, clients, users["operator_token"])
             readers = [
