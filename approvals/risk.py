@@ -9,16 +9,13 @@ that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``se
 
 from __future__ import annotations
 
-import logging
-import uuid
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import transaction
 
+from agentops.versions import SharedVersion
 from approvals.conditions import Evaluation, evaluate
 from approvals.models import RiskRule
 from approvals.policy import APPROVAL_GATE, ApprovalPolicy
@@ -57,6 +54,7 @@ def default_rules() -> list[dict[str, object]]:
 # The version of the risk rules in the shared cache (Redis): a token, replaced whenever a
 # rule or group changes (``rules_changed``).
 _RULES_VERSION = "agentops:risk-rules:version"
+_rules_version = SharedVersion(_RULES_VERSION, "the risk rules")
 
 
 @dataclass
@@ -66,7 +64,6 @@ class _HeldRules:
 
 
 _held = _HeldRules()
-logger = logging.getLogger(__name__)
 
 
 def _query_rules() -> list[RiskRule]:
@@ -88,20 +85,14 @@ def load_rules() -> list[RiskRule]:
     around Django (SQL, ``QuerySet.update``) must call ``rules_changed`` too. Without the
     cache (Redis down) the rules are read every time.
     """
-    try:
-        version = cache.get(_RULES_VERSION)
-        if version is None:
-            cache.add(_RULES_VERSION, uuid.uuid4().hex, timeout=None)
-            version = cache.get(_RULES_VERSION)
-    except Exception:
-        logger.warning("risk rules read without the shared cache", exc_info=True)
+    version = _rules_version.current()
+    if version is None:
         return _query_rules()
     held = _held
-    if version is not None and held.version == version:
+    if held.version == version:
         return held.rules
     rules = _query_rules()
-    if version is not None:
-        _held.version, _held.rules = version, rules
+    _held.version, _held.rules = version, rules
     return rules
 
 
@@ -109,15 +100,7 @@ def rules_changed(**_: object) -> None:
     """Make every process read the risk rules again (a signal receiver: any keyword arguments
     are ignored): now, for this transaction's own later steps, and again once it commits, for
     the processes that read the rules before the change was committed."""
-
-    def bump() -> None:
-        try:
-            cache.set(_RULES_VERSION, uuid.uuid4().hex, timeout=None)
-        except Exception:
-            logger.error("could not publish a change of the risk rules", exc_info=True)
-
-    bump()
-    transaction.on_commit(bump)
+    _rules_version.replace()
 
 
 @dataclass(frozen=True)

@@ -16,28 +16,24 @@ down) every request is checked in the database.
 from __future__ import annotations
 
 import hashlib
-import logging
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
-from django.db import transaction
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
 from agentops.actors import Actor
 from agentops.tokens import TokenAuthentication
+from agentops.versions import SharedVersion
 from gateway.models import Upstream
 from projects.access import Access
 
-logger = logging.getLogger(__name__)
 
 # What a token's user must hold in its project to use the gateway: a session is a run they
 # create, each call a step they append.
 NEEDED = ("runs.add_run", "runs.drive_run")
-_VERSION = "gateway:credentials-version"
+_version = SharedVersion("gateway:credentials-version", "the gateway's credentials")
 _REMEMBERED = 10_000
 
 
@@ -78,7 +74,7 @@ def admit(name: str, authorization: str) -> Admitted | Refused:
     project), or the refusal to answer as ``(HTTP status, detail, extra headers)``: 404 (no
     such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
     key = (name, hashlib.sha256(authorization.encode()).hexdigest())
-    version = _version()
+    version = _version.current()
     kept = _kept.get(key)
     if (
         kept is not None
@@ -100,27 +96,7 @@ def credentials_changed(**_: object) -> None:
     """Make every process check tokens in the database again (a signal receiver: any keyword
     arguments are ignored): now, and again once this transaction commits, for the requests
     checked before the change was committed."""
-
-    def bump() -> None:
-        try:
-            cache.set(_VERSION, uuid.uuid4().hex, timeout=None)
-        except Exception:
-            logger.error("could not publish a change of the gateway's credentials", exc_info=True)
-
-    bump()
-    transaction.on_commit(bump)
-
-
-def _version() -> str | None:
-    try:
-        version = cache.get(_VERSION)
-        if version is None:
-            cache.add(_VERSION, uuid.uuid4().hex, timeout=None)
-            version = cache.get(_VERSION)
-    except Exception:
-        logger.warning("gateway credentials checked without the shared cache", exc_info=True)
-        return None
-    return str(version) if version is not None else None
+    _version.replace()
 
 
 def _admit_from_database(

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentops import versions
 from gateway import admission
 from gateway.admission import Admitted, admit
 from gateway.services import upstream_register
@@ -112,6 +113,6 @@ def test_without_the_shared_cache_every_request_is_checked(
 
         add = get
 
-    monkeypatch.setattr(admission, "cache", Down())
+    monkeypatch.setattr(versions, "cache", Down())
     _admitted(django_assert_num_queries, token, CHECK_QUERIES)
     _admitted(django_assert_num_queries, token, CHECK_QUERIES)
