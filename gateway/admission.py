@@ -29,7 +29,6 @@ from agentops.versions import SharedVersion
 from gateway.models import Upstream
 from projects.access import Access
 
-
 # What a token's user must hold in its project to use the gateway: a session is a run they
 # create, each call a step they append.
 NEEDED = ("runs.add_run", "runs.drive_run")
