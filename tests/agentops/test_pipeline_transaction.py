@@ -14,9 +14,8 @@ from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs import wakeups
 from runs.control.create import run_create
-from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
-from testsupport.roundtrips import round_trips
+from tests.agentops.costs import client_call, recorded_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -160,53 +159,18 @@ def test_a_recorded_step_costs_two_round_trips_and_one_commit(monkeypatch):
     monkeypatch.setattr(settings, "AGENTOPS_CLAIM_NEXT_SECONDS", 60)
     # No wake-up reaches the (eager) tasks: this test's worker runs each run from its start.
     monkeypatch.setattr(wakeups, "_installed", [Silent()])
-    connection.ensure_connection()
-
-    def trips_of(steps: int) -> tuple[int, int]:
-        started = run_create(
-            actor=Actor.system("test"),
-            agent="plan",
-            goal="round trips",
-            steps=[{"tool": "echo", "args": {"value": 1}}] * steps,
-        )
-        with round_trips(connection) as trips:
-            run_advance(run_id=started.pk, actor=Actor.worker(), execute=True)
-        assert Run.objects.get(pk=started.pk).status == "succeeded"
-        return trips.count, trips.commits
-
-    (short, short_commits), (long, long_commits) = trips_of(11), trips_of(21)
-    assert (long - short, long_commits - short_commits) == (2 * 10, 10)
+    short, long = recorded_run(11), recorded_run(21)
+    assert (long.count - short.count, long.commits - short.commits) == (2 * 10, 10)
 
 
 def test_a_client_step_appended_and_reported_costs_four_round_trips(operator):
     """Appending (BEGIN with the locks and reads; the writes and COMMIT) and reporting (the
     same) a low-risk client step, as the MCP gateway does for each call."""
-    from runs.control.create import step_append
-    from runs.executor.client import step_report
-    from runs.models import Executor
-
     actor = Actor.for_user(operator)
     run = run_create(actor=actor, agent="client", goal="client round trips")
-    connection.ensure_connection()
-
-    def one_call(n: int) -> tuple[int, int]:
-        with round_trips(connection) as trips:
-            step = step_append(
-                actor=actor,
-                run_id=run.pk,
-                tool="lookup",
-                args={"n": n},
-                executor=Executor.CLIENT,
-                declared_risk="low",
-                tool_call_id=f"call-{n}",
-                reuse_open_call=True,
-            )
-            assert step.status == StepStatus.READY
-            step_report(actor=actor, run_id=run.pk, step_id=step.pk, report={"result": n})
-        return trips.count, trips.commits
-
-    one_call(0)  # the first call of a run also starts it
-    assert [one_call(n) for n in (1, 2, 3)] == [(4, 2)] * 3
+    client_call(actor, run.pk, 0)  # the first call of a run also starts it
+    calls = [client_call(actor, run.pk, n) for n in (1, 2, 3)]
+    assert [(trips.count, trips.commits) for trips in calls] == [(4, 2)] * 3
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]

@@ -13,6 +13,7 @@ from audit.services import audited_atomic
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
+from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import count_round_trips, round_trips
 
 pytestmark = pytest.mark.django_db
@@ -170,21 +171,7 @@ def test_a_recorded_step_costs_four_round_trips_inside_another_transaction(setti
     reads, the writes with the audit events and the next step's claim, and the savepoint's
     release (on its own, test_pipeline_transaction: two)."""
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
-    connection.ensure_connection()
-
-    def trips_of(steps: int) -> int:
-        started = run_create(
-            actor=Actor.system("test"),
-            agent="plan",
-            goal="round trips",
-            steps=[{"tool": "echo", "args": {"value": 1}}] * steps,
-        )
-        with round_trips(connection) as trips:
-            run_advance(run_id=started.pk, actor=Actor.worker(), execute=True)
-        assert Run.objects.get(pk=started.pk).status == "succeeded"
-        return trips.count
-
-    assert trips_of(21) - trips_of(11) == 4 * 10
+    assert recorded_run(21).count - recorded_run(11).count == 4 * 10
 
 
 def test_audit_events_of_a_pipelined_block_keep_the_chain_valid(run):
@@ -208,32 +195,10 @@ def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
     release) and reporting (savepoint; locks; writes; release) a low-risk client step inside
     the test's transaction, as the MCP gateway does for each call; the risk rules are kept by
     the process."""
-    from runs.control.create import step_append
-    from runs.executor.client import step_report
-    from runs.models import Executor
-
     actor = Actor.for_user(operator)
     run = run_create(actor=actor, agent="client", goal="client round trips")
-    connection.ensure_connection()
-
-    def one_call(n: int) -> int:
-        with round_trips(connection) as trips:
-            step = step_append(
-                actor=actor,
-                run_id=run.pk,
-                tool="lookup",
-                args={"n": n},
-                executor=Executor.CLIENT,
-                declared_risk="low",
-                tool_call_id=f"call-{n}",
-                reuse_open_call=True,
-            )
-            assert step.status == StepStatus.READY
-            step_report(actor=actor, run_id=run.pk, step_id=step.pk, report={"result": n})
-        return trips.count
-
-    one_call(0)  # the first call of a run also starts it
-    assert [one_call(n) for n in (1, 2, 3)] == [8, 8, 8]
+    client_call(actor, run.pk, 0)  # the first call of a run also starts it
+    assert [client_call(actor, run.pk, n).count for n in (1, 2, 3)] == [8, 8, 8]
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]
