@@ -61,6 +61,11 @@ def status_in(statuses: Sequence[str]) -> str:
     Raises:
         ValueError: a status that is not a plain lower-case name.
     """
+    return _status_in(tuple(statuses))
+
+
+@functools.cache
+def _status_in(statuses: tuple[str, ...]) -> str:
     for status in statuses:
         if not re.fullmatch(r"[a-z_]+", status):
             raise ValueError(f"not a step status: {status!r}")
