@@ -225,7 +225,7 @@ REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "agentops.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
         }
