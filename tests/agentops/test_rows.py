@@ -4,7 +4,8 @@ import uuid
 from datetime import datetime
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
 from agentops import rows
@@ -77,3 +78,61 @@ def test_insert_sets_keys_and_creation_times_in_order(run):
     assert all(c.pk is not None and c.created_at is not None for c in checkpoints)
     stored = {c.pk: c.state for c in Checkpoint.objects.filter(run=run)}
     assert [stored[c.pk] for c in checkpoints] == [{"after": 0}, {"after": 1}]
+
+
+# Values an array literal must quote or escape, and values only some rows have.
+AWKWARD = [
+    "plain",
+    'a,b {"c"} \\ NULL',
+    "NULL",
+    "",
+    "é ✓ \U0001f600",
+    "line\nbreak\ttab",
+]
+
+
+def test_rows_inserted_by_column_keep_every_value_and_their_order(run, operator):
+    steps = [
+        Step(
+            run=run,
+            index=10 + i,
+            tool=f"tool-{i}",
+            idempotency_key=f"rows-test-{i}",
+            args={"text": text, "list": [text, None, 1.5], "deep": {"k": [text]}},
+            rationale=text,
+            requested_by=operator if i % 2 else None,
+            result=None if i % 3 else {"r": text},
+            next_attempt_at=datetime.fromisoformat("2026-01-02T03:04:05.123456+00:00")
+            if i == 2
+            else None,
+        )
+        for i, text in enumerate(AWKWARD)
+    ]
+    rows.insert(steps)
+    assert len({s.pk for s in steps}) == len(AWKWARD)
+    stored = {s.pk: s for s in Step.objects.filter(run=run, index__gte=10)}
+    for i, text in enumerate(AWKWARD):
+        got = stored[steps[i].pk]
+        assert (got.index, got.tool, got.rationale) == (10 + i, f"tool-{i}", text)
+        assert got.args == {"text": text, "list": [text, None, 1.5], "deep": {"k": [text]}}
+        assert got.requested_by_id == (operator.pk if i % 2 else None)
+        assert got.result == (None if i % 3 else {"r": text})
+        assert got.status == StepStatus.PENDING
+    assert stored[steps[2].pk].next_attempt_at == datetime.fromisoformat(
+        "2026-01-02T03:04:05.123456+00:00"
+    )
+
+
+def test_an_insert_of_many_rows_has_one_text_for_any_number_of_rows(run):
+    texts = set()
+    for count in (2, 3, 25):
+        steps = [
+            Step(run=run, index=100 * count + i, tool="echo", idempotency_key=f"{count}-{i}")
+            for i in range(count)
+        ]
+        with CaptureQueriesContext(connection) as queries:
+            rows.insert(steps, returning=False)
+        texts.add(queries.captured_queries[-1]["sql"].split(" SELECT ")[0])
+        assert Step.objects.filter(run=run, index__gte=100 * count).count() == count
+    if connection.vendor == "postgresql":
+        assert len(texts) == 1
