@@ -362,6 +362,13 @@ def _by_column(db: BaseDatabaseWrapper, fields: list[Field[Any, Any]]) -> bool:
     )
 
 
+# Up to this many parameters a VALUES list is cheaper: psycopg keeps its parsed form
+# (psycopg._queries, MAX_CACHED_STATEMENT_PARAMS) and dumps each value in C, where an array
+# parameter is dumped element by element in Python (a step's three audit events: about 20 us
+# of CPU as 48 values, 140 us as 16 arrays, on the development machine).
+_VALUES_MAX_PARAMS = 50
+
+
 @cache
 def _insert_sql(
     model: type[Model], rows: int, with_pk: bool, returning: bool
@@ -370,8 +377,9 @@ def _insert_sql(
     gives each of one row's parameters from its instance (``agentops.adapt``), in order, and
     whether the parameters go by column.
 
-    By column (several rows, ``_by_column``), each parameter is the array of one column's
-    values, unnested into rows, as Django's ``bulk_create`` does on PostgreSQL: the text is
+    By column (more than ``_VALUES_MAX_PARAMS`` values, ``_by_column``), each parameter is
+    the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
+    PostgreSQL: the text is
     the same for any number of rows, so psycopg parses it once and PostgreSQL plans it once,
     where a ``VALUES`` list is new text for each number of rows and one longer than 4 KB is
     parsed again by psycopg on every use (``psycopg._queries``, MAX_CACHED_STATEMENT_LENGTH;
@@ -380,7 +388,7 @@ def _insert_sql(
     meta = model._meta
     fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
     columns = ", ".join(db.ops.quote_name(str(f.column)) for f in fields)
-    by_column = rows > 1 and _by_column(db, fields)
+    by_column = rows * len(fields) > _VALUES_MAX_PARAMS and _by_column(db, fields)
     if by_column:
         # Without the type's modifiers (varchar, not varchar(64)), as Django: no truncation.
         arrays = ", ".join(f"(%s)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
