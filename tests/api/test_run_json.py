@@ -1,4 +1,5 @@
-"""The exact JSON of a created run and of a run's detail, byte for byte."""
+"""The exact JSON of a created run and of a run's detail, byte for byte, and the same bytes as
+DRF's own serializer code renders on every read endpoint (``agentops.serializers``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from rest_framework import serializers
 
+from agentops.serializers import FieldsBuiltOnce
 from approvals.models import ApprovalRequest
 from runs.models import Run, Step, StepAttempt
 from tests.api.conftest import (
+    APPROVALS_URL,
+    RUNS_URL,
     approval_url,
     calc,
     email_step,
@@ -358,3 +363,29 @@ def test_a_run_s_detail_answers_exactly_this(operator_api, rejected_run):
             ],
         },
     )
+
+
+def test_every_read_renders_what_drf_s_own_serializer_code_renders(
+    operator_api, reviewer_api, rejected_run, monkeypatch
+):
+    run = rejected_run
+    urls = [
+        run_url(run.pk),
+        RUNS_URL,
+        run_url(run.pk, f"steps/{Step.objects.get(run=run, index=1).pk}"),
+        APPROVALS_URL,
+        approval_url(ApprovalRequest.objects.get(step__run=run).pk),
+    ]
+    ours = [reviewer_api.get(url) for url in urls]
+
+    def drf_fields(self: FieldsBuiltOnce) -> Any:
+        return super(FieldsBuiltOnce, self).get_fields()
+
+    def drf_representation(self: FieldsBuiltOnce, instance: Any) -> Any:
+        return serializers.Serializer.to_representation(self, instance)
+
+    monkeypatch.setattr(FieldsBuiltOnce, "get_fields", drf_fields)
+    monkeypatch.setattr(FieldsBuiltOnce, "to_representation", drf_representation)
+    drf = [reviewer_api.get(url) for url in urls]
+    assert [r.status_code for r in ours] == [200] * len(urls)
+    assert [r.content for r in ours] == [r.content for r in drf]
