@@ -73,7 +73,8 @@ class FieldsBuiltOnce(serializers.Serializer[Any]):
     The JSON is DRF's: every value goes through its field's ``to_representation``, and any
     field whose lookup is not a plain attribute read (dotted or ``*`` source, a field with its
     own ``get_attribute``, a missing attribute, a callable, a mapping instance) takes DRF's
-    path.
+    path. The readable fields are listed at an instance's first rendering: change its fields
+    before that, not between two renderings.
     """
 
     def get_fields(self) -> dict[str, Field]:
