@@ -38,6 +38,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.serializers import FieldsBuiltOnce
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
@@ -233,9 +234,10 @@ class OldestFirstPagination(NewestFirstPagination):
     ordering = ("created_at", "id")
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(FieldsBuiltOnce):
     """An input serializer that refuses keys it does not declare (400 naming them), instead of
-    silently dropping them; applies to nested serializers and each item of ``many=True``."""
+    silently dropping them; applies to nested serializers and each item of ``many=True``.
+    Its fields are built once per class (``FieldsBuiltOnce``)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):

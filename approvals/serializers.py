@@ -5,12 +5,13 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from agentops.api import StrictSerializer
+from agentops.serializers import FieldsBuiltOnce
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import MAX_COMMENT
 from runs.models import Run, Step
 
 
-class DecisionSerializer(serializers.ModelSerializer[ApprovalDecision]):
+class DecisionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[ApprovalDecision]):
     """One reviewer's decision; ``reviewer`` is their username as it was when deciding."""
 
     reviewer = serializers.CharField(source="reviewer_name", read_only=True)
@@ -21,7 +22,7 @@ class DecisionSerializer(serializers.ModelSerializer[ApprovalDecision]):
         read_only_fields = fields
 
 
-class ApprovalRunSerializer(serializers.ModelSerializer[Run]):
+class ApprovalRunSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Run]):
     """The run an approval belongs to: its id, goal and requester's username."""
 
     requested_by = serializers.CharField(
@@ -34,7 +35,7 @@ class ApprovalRunSerializer(serializers.ModelSerializer[Run]):
         read_only_fields = fields
 
 
-class ApprovalStepSerializer(serializers.ModelSerializer[Step]):
+class ApprovalStepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
     """What the agent wants to do: the tool, its arguments and the agent's rationale."""
 
     class Meta:
@@ -43,7 +44,7 @@ class ApprovalStepSerializer(serializers.ModelSerializer[Step]):
         read_only_fields = fields
 
 
-class ApprovalSerializer(serializers.ModelSerializer[ApprovalRequest]):
+class ApprovalSerializer(FieldsBuiltOnce, serializers.ModelSerializer[ApprovalRequest]):
     """An approval request with its run, step and decisions so far.
 
     Expects the request loaded by ``approvals.selectors.approval_list`` (no extra queries).

@@ -14,6 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agentops.api import StrictSerializer
+from agentops.serializers import FieldsBuiltOnce
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
 from runs.control.conversation import MAX_MESSAGES
@@ -24,7 +25,7 @@ from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
 
 
-class StepAttemptSerializer(serializers.ModelSerializer[StepAttempt]):
+class StepAttemptSerializer(FieldsBuiltOnce, serializers.ModelSerializer[StepAttempt]):
     """One attempt of a step: 1-based ``number``, ``worker`` (host:pid), ``duration_ms`` (ms)."""
 
     class Meta:
@@ -40,7 +41,7 @@ class StepApprovalSerializer(serializers.Serializer):
     status = serializers.CharField()
 
 
-class StepSerializer(serializers.ModelSerializer[Step]):
+class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
     """A step with its approval and every attempt (``attempt_history``).
 
     Expects the step loaded by ``runs.selectors.steps_with_details`` (no extra queries).
@@ -103,7 +104,7 @@ class StepSerializer(serializers.ModelSerializer[Step]):
         return {"id": approval.pk, "status": approval.status}
 
 
-class StepSummarySerializer(serializers.ModelSerializer[Step]):
+class StepSummarySerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
     """The few step fields the runs list shows (``runs.selectors.STEP_SUMMARY_FIELDS``)."""
 
     status = serializers.ChoiceField(choices=step_status_choices(), read_only=True)
@@ -152,7 +153,7 @@ class BudgetSerializer(serializers.Serializer):
     grants = serializers.IntegerField(read_only=True)
 
 
-class _RunFieldsSerializer(serializers.ModelSerializer[Run]):
+class _RunFieldsSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Run]):
     """The fields of a run that both the list and the detail show."""
 
     status = serializers.ChoiceField(

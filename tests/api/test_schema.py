@@ -1,9 +1,12 @@
 """The OpenAPI schema generates without warnings and documents the API's paths."""
 
+from typing import Any
+
 import pytest
 import yaml
 from django.core.management import call_command
 
+from agentops.serializers import FieldsBuiltOnce
 from tests.api.conftest import token_client
 from testsupport.factories import make_user
 
@@ -86,3 +89,16 @@ def test_steps_and_reports_document_tool_errors(tmp_path):
         field = components[name]["properties"]["tool_error"]
         assert (field["type"], field["readOnly"]) == ("boolean", True), name
     assert components["StepReportRequest"]["properties"]["is_error"]["type"] == "boolean"
+
+
+def test_fields_built_once_describe_what_drf_s_own_fields_describe(tmp_path, monkeypatch):
+    ours = tmp_path / "ours.yaml"
+    call_command("spectacular", "--file", str(ours))
+
+    def drf_fields(self: FieldsBuiltOnce) -> Any:
+        return super(FieldsBuiltOnce, self).get_fields()
+
+    monkeypatch.setattr(FieldsBuiltOnce, "get_fields", drf_fields)
+    drf = tmp_path / "drf.yaml"
+    call_command("spectacular", "--file", str(drf))
+    assert ours.read_text() == drf.read_text()
