@@ -357,7 +357,8 @@ def _by_column(db: BaseDatabaseWrapper, fields: list[Field[Any, Any]]) -> bool:
     ``bulk_create``, ``SQLInsertCompiler.assemble_as_sql`` for PostgreSQL)."""
     return db.vendor == "postgresql" and all(
         not hasattr(f, "get_placeholder")
-        and (f.target_field if f.is_relation else f).get_internal_type() in db.data_types
+        and (f.target_field if f.is_relation else f).get_internal_type()  # type: ignore[attr-defined]
+        in db.data_types
         for f in fields
     )
 
