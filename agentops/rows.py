@@ -380,11 +380,11 @@ def _insert_sql(
 
     By column (more than ``_VALUES_MAX_PARAMS`` values, ``_by_column``), each parameter is
     the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
-    PostgreSQL: the text is
-    the same for any number of rows, so psycopg parses it once and PostgreSQL plans it once,
-    where a ``VALUES`` list is new text for each number of rows and one longer than 4 KB is
-    parsed again by psycopg on every use (``psycopg._queries``, MAX_CACHED_STATEMENT_LENGTH;
-    about 2 ms of CPU for a run's 25 steps on the development machine)."""
+    PostgreSQL: the text is the same for any number of rows, so psycopg parses it once and
+    PostgreSQL plans it once, where a ``VALUES`` list is new text for each number of rows and
+    one longer than 4 KB is parsed again by psycopg on every use (``psycopg._queries``,
+    MAX_CACHED_STATEMENT_LENGTH; about 2 ms of CPU for a run's 25 steps on the development
+    machine)."""
     db = _db()
     meta = model._meta
     fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
@@ -406,10 +406,10 @@ def _insert_sql(
 def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
     """``INSERT`` new instances of one model in one statement and set their primary keys.
 
-    Fields are prepared as ``Model.save`` prepares them (defaults, ``auto_now_add``);
-    returns ``objs``. Without ``returning`` the keys the database gives are not read back
-    (instances whose key is set keep it), and inside a batch the INSERT is held and sent with
-    the batch's other writes.
+    Fields are prepared as ``Model.save`` prepares them (defaults, ``auto_now_add``); many
+    values go as one array per column (``_insert_sql``). Returns ``objs``. Without
+    ``returning`` the keys the database gives are not read back (instances whose key is set
+    keep it), and inside a batch the INSERT is held and sent with the batch's other writes.
     """
     if not objs:
         return objs
