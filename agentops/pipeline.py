@@ -84,9 +84,10 @@ class _Held:
 
 # psycopg keeps the parsed form of a statement only up to these sizes (psycopg._queries,
 # MAX_CACHED_STATEMENT_LENGTH and _PARAMS); a longer combined write would be parsed again on
-# every use, which costs more than the statements it combines.
+# every use, which costs more than the statements it combines. ``agentops.rows`` sizes its
+# INSERTs by the same parameter limit.
 _COMBINED_MAX_LENGTH = 3800
-_COMBINED_MAX_PARAMS = 50
+CACHED_MAX_PARAMS = 50
 
 
 def _params(write: _Write) -> int:
@@ -98,7 +99,7 @@ def _fits(group: list[_Write], write: _Write) -> bool:
     """Whether ``write`` may join ``group`` in one combined statement."""
     params = sum(_params(held) for held in group) + _params(write)
     length = sum(len(held.sql) + 60 for held in group) + len(write.sql) + 60
-    return params <= _COMBINED_MAX_PARAMS and length <= _COMBINED_MAX_LENGTH
+    return params <= CACHED_MAX_PARAMS and length <= _COMBINED_MAX_LENGTH
 
 
 @cache

@@ -38,7 +38,7 @@ from django.db.models import Field, Model
 from django_fsm import ConcurrentTransition
 
 from agentops.adapt import Adapter, Param, adapter_of, param_of
-from agentops.pipeline import current_batch
+from agentops.pipeline import CACHED_MAX_PARAMS, current_batch
 
 M = TypeVar("M", bound=Model)
 
@@ -363,13 +363,6 @@ def _by_column(db: BaseDatabaseWrapper, fields: list[Field[Any, Any]]) -> bool:
     )
 
 
-# Up to this many parameters a VALUES list is cheaper: psycopg keeps its parsed form
-# (psycopg._queries, MAX_CACHED_STATEMENT_PARAMS) and dumps each value in C, where an array
-# parameter is dumped element by element in Python (a step's three audit events: about 20 us
-# of CPU as 48 values, 140 us as 16 arrays, on the development machine).
-_VALUES_MAX_PARAMS = 50
-
-
 @cache
 def _insert_sql(
     model: type[Model], rows: int, with_pk: bool, returning: bool
@@ -378,7 +371,8 @@ def _insert_sql(
     gives each of one row's parameters from its instance (``agentops.adapt``), in order, and
     whether the parameters go by column.
 
-    By column (more than ``_VALUES_MAX_PARAMS`` values, ``_by_column``), each parameter is
+    By column (more values than psycopg keeps the parsed form of a statement for,
+    ``agentops.pipeline.CACHED_MAX_PARAMS``; ``_by_column``), each parameter is
     the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
     PostgreSQL: the text is the same for any number of rows, so psycopg parses it once and
     PostgreSQL plans it once, where a ``VALUES`` list is new text for each number of rows and
@@ -389,7 +383,10 @@ def _insert_sql(
     meta = model._meta
     fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
     columns = ", ".join(db.ops.quote_name(str(f.column)) for f in fields)
-    by_column = rows * len(fields) > _VALUES_MAX_PARAMS and _by_column(db, fields)
+    # Up to the limit a VALUES list is cheaper: psycopg dumps each value in C, an array
+    # element by element in Python (a step's three audit events: about 20 us of CPU as 48
+    # values, 140 us as 16 arrays, on the development machine).
+    by_column = rows * len(fields) > CACHED_MAX_PARAMS and _by_column(db, fields)
     if by_column:
         # Without the type's modifiers (varchar, not varchar(64)), as Django: no truncation.
         arrays = ", ".join(f"(%s)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
