@@ -31,7 +31,7 @@ from projects.models import Project
 from runs.control.create import run_create, step_append
 from runs.control.lifecycle import run_cancel, run_complete
 from runs.executor import client
-from runs.models import Executor, Run, Step
+from runs.models import Executor, Risk, Run, Step
 from runs.statuses import RunStatus, StepStatus
 
 # Steps of a call still on its way: a repeat of the call joins them.
@@ -152,7 +152,7 @@ def sessions_end_idle(*, idle_seconds: float, actor: Actor) -> dict[str, int]:
 class CallStep:
     """A call's step as the gateway needs it: ``status``, final ``args`` (a reviewer may have
     edited them), ``idempotency_key``, the ``error`` when refused or failed, ``result`` when
-    it succeeded."""
+    it succeeded; ``read_only`` when the call changes nothing (``read_only_call``)."""
 
     id: int
     run_id: uuid.UUID
@@ -161,9 +161,10 @@ class CallStep:
     idempotency_key: str
     error: dict[str, Any] | None
     result: Any
+    read_only: bool = False
 
     @classmethod
-    def of(cls, step: Step) -> CallStep:
+    def of(cls, step: Step, *, read_only: bool = False) -> CallStep:
         return cls(
             step.pk,
             step.run_id,
@@ -172,7 +173,15 @@ class CallStep:
             step.idempotency_key,
             step.error,
             step.result,
+            read_only,
         )
+
+
+def read_only_call(step: Step, spec: dict[str, Any] | None) -> bool:
+    """Whether the call of ``step`` changes nothing: its tool declares itself read-only
+    (``declared_risk`` low, MCP's ``readOnlyHint``) and the step's risk, rules applied, is low
+    (a rule that raises a read-only tool's risk makes its calls count as consequential)."""
+    return declared_risk(spec) == "low" and step.risk == Risk.LOW
 
 
 def call_step(
@@ -198,7 +207,7 @@ def call_step(
         tool_call_id=key,
         reuse_open_call=True,
     )
-    return CallStep.of(step)
+    return CallStep.of(step, read_only=read_only_call(step, spec))
 
 
 def session_call_step(

@@ -14,10 +14,17 @@ or expired, the client gets an ``isError`` result with the reason and the upstre
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated. A session the client ends (``DELETE``) completes its run.
 
+The step is committed before the upstream is called, always. The upstream's answer is
+committed before the client gets it, except for a read-only call (``calls.read_only_call``: the
+tool declares ``readOnlyHint`` and its risk is low), whose answer changes nothing: it goes out
+at once, and its record is queued on the database thread ahead of any later work of the
+process (so the session's next call, or its end, finds it recorded). A crash between the two
+leaves that step running, as a crash during the upstream call does.
+
 Who may call is checked by ``gateway.admission`` (kept per token while nothing changed), and
 every database step of a request runs on the gateway's own database thread
 (``gateway.dbthread``): a call makes three hops there, its admission, its step before the
-upstream call, its outcome after.
+upstream call, its outcome after (awaited, or for a read-only call queued).
 
 Sessions are the handshake-era kind (``initialize``, ``Mcp-Session-Id``): a session is what
 makes a run, so ``server/discover`` is answered "method not found" and clients fall back to
@@ -52,7 +59,7 @@ from mcp.types import (
 from agentops.errors import Conflict, InvalidInput
 from gateway import calls
 from gateway.admission import Admitted, Caller, admit
-from gateway.dbthread import in_database
+from gateway.dbthread import in_database, in_database_soon
 from gateway.models import Upstream
 from gateway.upstream import UpstreamLost, UpstreamSpec, UpstreamUnavailable, fetch_tools, pool
 from runs.statuses import StepStatus
@@ -240,7 +247,12 @@ class _Mounted:
         answered: dict[str, Any] = {"result": answer}
         if result.is_error:
             answered["is_error"] = True
-        await record(actor=caller.actor, step=step, report=answered)
+        if step.read_only:
+            # Nothing changed, so the answer needs no durable record first: it goes out now,
+            # and its record is queued ahead of any later database work of this process.
+            in_database_soon(calls.step_outcome, actor=caller.actor, step=step, report=answered)
+        else:
+            await record(actor=caller.actor, step=step, report=answered)
         return result
 
     @staticmethod
