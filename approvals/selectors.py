@@ -27,11 +27,30 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
     return qs
 
 
+# What the inbox's cards never show of a request's run and step, left unread: JSON documents
+# (a run's conversation and state can be large) the card's context section loads when opened
+# (``approval_context``).
+_INBOX_UNREAD = (
+    "run__input",
+    "run__state",
+    "run__conversation",
+    "run__error",
+    "step__args_schema",
+    "step__budget_crossing",
+    "step__gate_params",
+    "step__recorded_result",
+    "step__result",
+    "step__error",
+    "step__usage",
+)
+
+
 def approval_inbox() -> QuerySet[ApprovalRequest]:
     """The pending approval requests a reviewer should decide, oldest first, with their step,
-    run (its requester and project) joined; their decisions are not loaded (a page of them
-    reads them with ``decisions_by_approval``)."""
-    return approval_list(status="pending").prefetch_related(None)
+    run (its requester and project) joined, without the run's and step's JSON documents the
+    inbox does not show (reading one costs a query); their decisions are not loaded (a page of
+    them reads them with ``decisions_by_approval``)."""
+    return approval_list(status="pending").prefetch_related(None).defer(*_INBOX_UNREAD)
 
 
 def decisions_by_approval(approval_ids: list[int]) -> dict[int, list[ApprovalDecision]]:
