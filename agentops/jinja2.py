@@ -142,10 +142,17 @@ def url(name: str, *args: Any) -> str:
 
 def date(value: Any, arg: str | None = None) -> str:
     """Django's ``date`` filter, with an aware datetime first converted to the current time
-    zone as Django's template language does for it; ``""`` for None. ``"c"`` (ISO 8601) is
-    ``datetime.isoformat`` of that time, as Django prints it, without its format machinery."""
-    if arg == "c" and isinstance(value, datetime):
-        return template_localtime(value).isoformat()
+    zone as Django's template language does for it; ``""`` for None. For a datetime, ``"c"``
+    (ISO 8601) is ``datetime.isoformat`` of that time and ``"Y-m-d H:i:s"`` its fields, each
+    zero-padded to Django's width, as Django prints them, without its format machinery."""
+    if isinstance(value, datetime):
+        if arg == "c":
+            return template_localtime(value).isoformat()
+        if arg == "Y-m-d H:i:s":
+            t = template_localtime(value)
+            return (
+                f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+            )
     return defaultfilters.date(template_localtime(value), arg)
 
 

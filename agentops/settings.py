@@ -157,6 +157,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # statement's time here). Turn off behind a transaction-mode pooler that cannot keep
         # prepared statements (PgBouncer before 1.21).
         _db_options.update(server_side_binding=True, prepare_threshold=5)
+    # Django's backend with the pool check below and psycopg's C loader for timestamps
+    # (``agentops.postgresql``).
+    DATABASES["default"]["ENGINE"] = "agentops.postgresql"
     if env_bool("AGENTOPS_DB_POOL", False):
         # For web processes. Under ASGI each request runs in a thread of its own, so persistent
         # connections pile up, one per finished thread, until garbage collection; Django's
@@ -169,9 +172,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "max_size": env_int("AGENTOPS_DB_POOL_SIZE", 20, minimum=1),
             "timeout": 10,
         }
-        # A connection the server closed (a restart, a failover, pg_terminate_backend) is
-        # replaced before a request gets it, not served as a 500 (``agentops.dbpool``).
-        DATABASES["default"]["ENGINE"] = "agentops.postgresql"
+        # The backend checks each connection it hands out: one the server closed (a restart,
+        # a failover, pg_terminate_backend) is replaced before a request gets it, not served
+        # as a 500 (``agentops.dbpool``).
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Tests create many users; a deliberately slow password hash would dominate their time.
@@ -211,6 +214,8 @@ LOGIN_REDIRECT_URL = "run-list"
 LOGOUT_REDIRECT_URL = "login"
 
 SESSION_COOKIE_SECURE = not DEBUG
+# Django's database sessions, read with raw SQL (``agentops.sessions``).
+SESSION_ENGINE = "agentops.sessions"
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 3600, minimum=0)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Count, F, Prefetch, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from runs.models import Step
 
 
@@ -27,20 +28,68 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
     return qs
 
 
+# What the inbox's cards never show of a request's run and step, left unread: JSON documents
+# (a run's conversation and state can be large) the card's context section loads when opened
+# (``approval_context``).
+_INBOX_UNREAD = (
+    "run__input",
+    "run__state",
+    "run__conversation",
+    "run__error",
+    "step__args_schema",
+    "step__budget_crossing",
+    "step__gate_params",
+    "step__recorded_result",
+    "step__result",
+    "step__error",
+    "step__usage",
+)
+
+
 def approval_inbox() -> QuerySet[ApprovalRequest]:
     """The pending approval requests a reviewer should decide, oldest first, with their step,
-    run (its requester and project) joined; their decisions are not loaded (a page of them
-    reads them with ``decisions_by_approval``)."""
-    return approval_list(status="pending").prefetch_related(None)
+    run (its requester and project) joined, without the run's and step's JSON documents the
+    inbox does not show (reading one costs a query); their decisions are not loaded (a page of
+    them reads them with ``decisions_by_approval``)."""
+    return approval_list(status="pending").prefetch_related(None).defer(*_INBOX_UNREAD)
+
+
+_PENDING = "SELECT COUNT(*) FROM approvals_approvalrequest WHERE status = %s"
+_PENDING_IN = (
+    "SELECT COUNT(*) FROM approvals_approvalrequest AS a JOIN runs_run AS r ON r.id = a.run_id"
+    " WHERE a.status = %s AND r.project_id = ANY(%s)"
+)
+
+
+def pending_count(*, project_ids: list[int] | None) -> int:
+    """How many approval requests are pending in the projects ``project_ids`` (None: in every
+    project, and those of no project). One statement of raw SQL: every page's navigation
+    shows this count, and the ORM takes several times longer to build the query than
+    PostgreSQL to answer it."""
+    with connection.cursor() as cursor:
+        if project_ids is None:
+            cursor.execute(_PENDING, [ApprovalStatus.PENDING.value])
+        else:
+            cursor.execute(_PENDING_IN, [ApprovalStatus.PENDING.value, project_ids])
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+_DECISIONS = (
+    "SELECT * FROM approvals_approvaldecision WHERE approval_id = ANY(%s)"
+    " ORDER BY approval_id, created_at, id"
+)
 
 
 def decisions_by_approval(approval_ids: list[int]) -> dict[int, list[ApprovalDecision]]:
     """The decisions on each of ``approval_ids``, oldest first, by approval id (one without
-    any is absent). One query, grouped here: a prefetch would build a related manager and a
-    queryset for every request of the page."""
+    any is absent). One statement of raw SQL, grouped here: a prefetch would build a related
+    manager and a queryset for every request of the page, and the ORM took longer to build
+    the query than PostgreSQL to answer it."""
     found: dict[int, list[ApprovalDecision]] = defaultdict(list)
-    rows = ApprovalDecision.objects.filter(approval_id__in=approval_ids)
-    for decision in rows.order_by("approval_id", "created_at", "id"):
+    if not approval_ids:
+        return {}
+    for decision in ApprovalDecision.objects.raw(_DECISIONS, [approval_ids]):
         found[decision.approval_id].append(decision)
     return dict(found)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -70,9 +72,11 @@ class InboxItem:
         return None
 
 
-def _refusal(user: Any, access: Access, approval: ApprovalRequest, groups: set[str]) -> str:
-    """Why ``user`` (in the Django groups named ``groups``) may not decide ``approval``, in
-    words for them ("" if they may)."""
+def _refusal(
+    user: Any, access: Access, approval: ApprovalRequest, groups: Callable[[], set[str]]
+) -> str:
+    """Why ``user`` (in the Django groups named ``groups()``, read only for a policy that
+    names deciding groups) may not decide ``approval``, in words for them ("" if they may)."""
     run, step = approval.run, approval.step
     policy = approval.rule
     if run.project_id is None or not access.can(policy.permission, run.project_id):
@@ -85,7 +89,9 @@ def _refusal(user: Any, access: Access, approval: ApprovalRequest, groups: set[s
         if run.requested_by_id == user.pk:
             return "You requested this run: four-eyes rule, another reviewer must decide."
         return "You asked for this step: four-eyes rule, another reviewer must decide."
-    refused = policy.group_refusal(groups=groups, escalated=approval.escalated)
+    if not policy.deciding_groups(escalated=approval.escalated):
+        return ""
+    refused = policy.group_refusal(groups=groups(), escalated=approval.escalated)
     return f"You may not decide this yet: {refused}." if refused else ""
 
 
@@ -114,7 +120,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
     decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
-    groups = set(request.user.groups.values_list("name", flat=True))
+    # The user's groups matter only to requests whose policy names deciding groups: read
+    # once, when the first of them needs them.
+    groups = functools.cache(lambda: set(request.user.groups.values_list("name", flat=True)))
     # One reverse() each for the page, not one a card: the ids put into resolved paths.
     run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
     decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])

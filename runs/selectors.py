@@ -13,11 +13,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db import connection
+from django.db.models import IntegerField, Prefetch, QuerySet
+from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
-from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.models import AgentKind, Checkpoint, Run, Step, StepAttempt
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -81,24 +82,39 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
+# A step's number of attempt rows, as a column of the steps' query (``runs_step`` is the
+# table's alias there). Raw SQL: Django compiles a ``Subquery`` of a grouped count, for the
+# same plan, in a third of a millisecond more a page.
+_ATTEMPTS_KEPT = (
+    'SELECT COUNT(*) FROM runs_stepattempt WHERE runs_stepattempt.step_id = "runs_step"."id"'
+)
+
+
 def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
     """The steps of run ``run_id`` in index order with their approval request joined and
     their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
     when its section is opened). One query, whatever the run's length."""
-    kept = (
-        StepAttempt.objects.filter(step_id=OuterRef("pk"))
-        .order_by()
-        .values("step_id")
-        .annotate(n=Count("*"))
-        .values("n")
-    )
+    kept = RawSQL(_ATTEMPTS_KEPT, (), output_field=IntegerField())  # noqa: S611 (fixed text)
     steps = (
         Step.objects.filter(run_id=run_id)
         .select_related("approval")
-        .annotate(attempts_kept=Coalesce(Subquery(kept), 0))
+        .annotate(attempts_kept=kept)
         .order_by("index")
     )
     return list(steps)
+
+
+_CHECKPOINT_STATES = "SELECT step_id, state FROM runs_checkpoint WHERE run_id = %s"
+
+
+def checkpoint_states(*, run_id: uuid.UUID | str) -> dict[int, Any]:
+    """The state of each checkpoint of run ``run_id`` by step id, as plain values (no model a
+    checkpoint), parsed as ``Checkpoint.state`` parses it. One statement of raw SQL: the ORM
+    took longer to build the query than to run it."""
+    load: Any = Checkpoint._meta.get_field("state").from_db_value
+    with connection.cursor() as cursor:
+        cursor.execute(_CHECKPOINT_STATES, [run_id])
+        return {step_id: load(state, None, connection) for step_id, state in cursor.fetchall()}
 
 
 def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:
@@ -134,24 +150,27 @@ def step_summaries(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[dict[str
     return found
 
 
+# One row per run: its steps in all, succeeded without and with a tool error. The ids go as one
+# array parameter (``= ANY``): the statement is the same whatever the page's length, and
+# PostgreSQL plans it faster than an ``IN`` list of fifty parameters.
+_STEP_COUNTS = (
+    "SELECT run_id, COUNT(*),"
+    " COUNT(*) FILTER (WHERE status = %s AND NOT tool_error),"
+    " COUNT(*) FILTER (WHERE status = %s AND tool_error)"
+    " FROM runs_step WHERE run_id = ANY(%s) GROUP BY run_id"
+)
+
+
 def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int, int]]:
-    """(steps in all, steps succeeded, tool errors) of each of ``run_ids``, in one query: a
-    step whose tool answered with an error (``Step.tool_error``) counts as a tool error, not
-    as succeeded."""
-    succeeded = Q(status=StepStatus.SUCCEEDED)
-    # No ordering: the steps' default one (by run, whose own is by creation) would join runs
-    # for nothing.
-    rows = (
-        Step.objects.filter(run_id__in=run_ids)
-        .order_by()
-        .values("run_id")
-        .annotate(
-            total=Count("id"),
-            done=Count("id", filter=succeeded & Q(tool_error=False)),
-            tool_errors=Count("id", filter=succeeded & Q(tool_error=True)),
-        )
-    )
-    return {row["run_id"]: (row["total"], row["done"], row["tool_errors"]) for row in rows}
+    """(steps in all, steps succeeded, tool errors) of each of ``run_ids`` that has steps, in
+    one query: a step whose tool answered with an error (``Step.tool_error``) counts as a
+    tool error, not as succeeded."""
+    if not run_ids:
+        return {}
+    succeeded = str(StepStatus.SUCCEEDED)
+    with connection.cursor() as cursor:
+        cursor.execute(_STEP_COUNTS, [succeeded, succeeded, list(run_ids)])
+        return {run_id: (total, done, errors) for run_id, total, done, errors in cursor}
 
 
 def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:

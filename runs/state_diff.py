@@ -94,6 +94,28 @@ def json_diff(before: Any, after: Any, path: str = "") -> list[Change]:
     return [Change(path, CHANGED, before=before, after=after)]
 
 
+def change_count(before: Any, after: Any) -> int:
+    """``len(json_diff(before, after))``, counted without building the changes (their paths
+    and ``Change`` objects): a run page shows only each step's number of changes."""
+    if isinstance(before, Mapping | list) and _identical(before, after):
+        return 0
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        count = 0
+        for key in before.keys() | after.keys():
+            if key in before and key in after:
+                count += change_count(before[key], after[key])
+            else:
+                count += 1
+        return count
+    if isinstance(before, list) and isinstance(after, list):
+        shared = min(len(before), len(after))
+        count = max(len(before), len(after)) - shared
+        for index in range(shared):
+            count += change_count(before[index], after[index])
+        return count
+    return 0 if _same(before, after) else 1
+
+
 @dataclass(frozen=True)
 class StepStates:
     """The run's ``state`` right ``before`` and ``after`` a step, and the ``changes``."""
@@ -104,7 +126,8 @@ class StepStates:
 
 
 def state_change_counts(steps: Iterable[Any], states: Mapping[int, Any]) -> dict[int, int]:
-    """How many changes (``json_diff``) each step made to its run's state, by step id.
+    """How many changes (``json_diff``, counted by ``change_count``) each step made to its
+    run's state, by step id.
 
     ``steps`` are one run's steps in index order; ``states`` the state of each step's
     checkpoint by step id (steps without one, not succeeded, are left out). The state before a
@@ -117,6 +140,6 @@ def state_change_counts(steps: Iterable[Any], states: Mapping[int, Any]) -> dict
     for step in steps:
         if step.pk in states:
             after = states[step.pk]
-            counts[step.pk] = len(json_diff(state, after))
+            counts[step.pk] = change_count(state, after)
             state = after
     return counts

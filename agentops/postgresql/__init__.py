@@ -1,2 +1,2 @@
 """Django's PostgreSQL backend, with a pool check that clears dead connections at once
-(``agentops.dbpool``)."""
+(``agentops.dbpool``) and psycopg's C loader for ``timestamptz`` values."""

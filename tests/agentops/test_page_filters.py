@@ -1,6 +1,6 @@
-"""The pages' ``timesince``, ``timeuntil`` and ``floatformat`` filters (``agentops.jinja2``)
-print what Django's print, in every language, although they keep translated or formatted
-texts between calls."""
+"""The pages' ``timesince``, ``timeuntil``, ``floatformat`` and ``date`` filters
+(``agentops.jinja2``) print what Django's print, in every language and time zone, although
+they keep translated or formatted texts between calls or format without Django's machinery."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from django.template import defaultfilters
-from django.utils import translation
+from django.utils import timezone, translation
 
-from agentops.jinja2 import floatformat, timesince, timeuntil
+from agentops.jinja2 import date, floatformat, timesince, timeuntil
 
 NOW = datetime(2026, 5, 1, 14, 3, 7, tzinfo=UTC)
 DELTAS = [
@@ -73,3 +73,23 @@ def test_numbers_read_as_djangos_in_each_language(language: str) -> None:
                     assert floatformat(value, arg) == defaultfilters.floatformat(value, arg)
     with translation.override("de"):
         assert floatformat(Decimal("0.5"), 4) == "0,5000"
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris", "America/St_Johns"])
+def test_dates_read_as_djangos_in_each_time_zone(zone: str) -> None:
+    moments = [
+        NOW,
+        datetime(2026, 3, 29, 1, 30, 5, 999999, tzinfo=UTC),
+        datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, 59),  # noqa: DTZ001 (naive: printed as it is)
+    ]
+    with timezone.override(zone):
+        for moment in moments:
+            for arg in ("Y-m-d H:i:s", "c", "Y-m-d"):
+                local = timezone.template_localtime(moment)  # type: ignore[attr-defined]
+                assert date(moment, arg) == defaultfilters.date(local, arg)
+    with timezone.override("Europe/Paris"):
+        assert date(NOW, "Y-m-d H:i:s") == "2026-05-01 16:03:07"
+        assert (
+            date(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC), "Y-m-d H:i:s") == "0999-01-02 03:13:26"
+        )

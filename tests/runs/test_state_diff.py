@@ -1,8 +1,10 @@
 """The JSON diff behind "state before and after a step", on a table of cases."""
 
+import random
+
 import pytest
 
-from runs.state_diff import Change, json_diff, state_change_counts
+from runs.state_diff import Change, change_count, json_diff, state_change_counts
 
 CASES = [
     ("equal objects", {"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}, []),
@@ -51,6 +53,41 @@ CASES = [
 )
 def test_json_diff(before, after, expected):
     assert json_diff(before, after) == expected
+    assert change_count(before, after) == len(expected)
+
+
+def _value(rng, depth):
+    kinds = ["int", "float", "bool", "none", "str"] + (["dict", "list"] if depth < 4 else [])
+    kind = rng.choice(kinds)
+    if kind == "dict":
+        return {rng.choice("abcde/~"): _value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    if kind == "list":
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {
+        "int": lambda: rng.choice([0, 1, 2]),
+        "float": lambda: rng.choice([0.0, 1.0, 2.5]),
+        "bool": lambda: rng.choice([True, False]),
+        "none": lambda: None,
+        "str": lambda: rng.choice(["", "x", "1"]),
+    }[kind]()
+
+
+def _mutated(rng, value):
+    if isinstance(value, dict) and value and rng.random() < 0.7:
+        key = rng.choice(sorted(value))
+        return {**value, key: _mutated(rng, value[key])}
+    if isinstance(value, list) and value and rng.random() < 0.7:
+        index = rng.randrange(len(value))
+        return [*value[:index], _mutated(rng, value[index]), *value[index + 1 :]]
+    return _value(rng, 2)
+
+
+def test_change_count_is_the_number_of_changes_json_diff_finds():
+    rng = random.Random(12)
+    for _ in range(3000):
+        before = _value(rng, 0)
+        after = _mutated(rng, before) if rng.random() < 0.8 else _value(rng, 0)
+        assert change_count(before, after) == len(json_diff(before, after)), (before, after)
 
 
 class _Step:
