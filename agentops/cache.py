@@ -10,6 +10,7 @@ pool is enough.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
@@ -19,14 +20,21 @@ from django.core.cache.backends.redis import RedisCacheClient
 class _KeptClients(RedisCacheClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # By the id of their pool (Django keeps its pools for the process).
+        # By the index of their pool (Django keeps its pools for the process). The first
+        # operations may come from several threads at once: a pool and its client are made
+        # under the lock, once.
         self._clients: dict[int, Any] = {}
+        self._making = threading.Lock()
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
-        client = self._clients.get(id(pool))
+        index = self._get_connection_pool_index(write)  # type: ignore[attr-defined]
+        client = self._clients.get(index)
         if client is None:
-            client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
+            with self._making:
+                client = self._clients.get(index)
+                if client is None:
+                    pool = self._get_connection_pool(write)  # type: ignore[attr-defined]
+                    client = self._clients[index] = self._client(connection_pool=pool)  # type: ignore[attr-defined]
         return client
 
 

@@ -4,6 +4,7 @@ Django's."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -47,12 +48,16 @@ def test_one_client_serves_every_operation_and_thread(
 
     def counting_init(self: redis.Redis, *args: object, **kwargs: object) -> None:
         built.append(self)
+        time.sleep(0.05)  # the other threads' first operations arrive meanwhile
         init(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(redis.Redis, "__init__", counting_init)
     answers: list[object] = []
+    together = threading.Barrier(4)
 
     def work(n: int) -> None:
+        if n < 4:
+            together.wait(timeout=10)
         cache.set(f"k{n}", n, timeout=60)
         answers.append(cache.get(f"k{n}"))
 
