@@ -75,21 +75,13 @@ def pending_count(*, project_ids: list[int] | None) -> int:
     return int(count)
 
 
-_DECISIONS = (
-    "SELECT * FROM approvals_approvaldecision WHERE approval_id = ANY(%s)"
-    " ORDER BY approval_id, created_at, id"
-)
-
-
 def decisions_by_approval(approval_ids: list[int]) -> dict[int, list[ApprovalDecision]]:
     """The decisions on each of ``approval_ids``, oldest first, by approval id (one without
-    any is absent). One statement of raw SQL, grouped here: a prefetch would build a related
-    manager and a queryset for every request of the page, and the ORM took longer to build
-    the query than PostgreSQL to answer it."""
+    any is absent). One query, grouped here: a prefetch would build a related manager and a
+    queryset for every request of the page."""
     found: dict[int, list[ApprovalDecision]] = defaultdict(list)
-    if not approval_ids:
-        return {}
-    for decision in ApprovalDecision.objects.raw(_DECISIONS, [approval_ids]):
+    rows = ApprovalDecision.objects.filter(approval_id__in=approval_ids)
+    for decision in rows.order_by("approval_id", "created_at", "id"):
         found[decision.approval_id].append(decision)
     return dict(found)
 
