@@ -21,7 +21,6 @@ _CACHE = "_agentops_project_roles"
 # Raw SQL: every page and API request reads the user's memberships, and the ORM took several
 # times longer to build this query than PostgreSQL to answer it.
 _MEMBERSHIPS = "SELECT project_id, role FROM projects_membership WHERE user_id = %s"
-_PROJECTS = "SELECT * FROM projects_project WHERE id = ANY(%s) ORDER BY slug"
 
 
 def _memberships(user_id: int) -> dict[int, str]:
@@ -102,10 +101,8 @@ class Access:
     def projects(self, perm: str) -> list[Project]:
         """The projects where ``perm`` is granted, by slug."""
         ids = self.project_ids(perm)
-        if ids is None:
-            return list(Project.objects.order_by("slug"))
-        # Raw SQL (the runs list asks on every load): the ORM's query took twice as long.
-        return list(Project.objects.raw(_PROJECTS, [ids]))
+        qs = Project.objects.all() if ids is None else Project.objects.filter(pk__in=ids)
+        return list(qs.order_by("slug"))
 
     def scope(self, queryset: Any, perm: str, field_name: str = "project_id") -> Any:
         """``queryset`` narrowed to the rows whose ``field_name`` is a project where ``perm``

@@ -18,7 +18,7 @@ from django.db.models import IntegerField, Prefetch, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
-from runs.models import AgentKind, Checkpoint, Run, Step, StepAttempt
+from runs.models import AgentKind, Run, Step, StepAttempt
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -102,19 +102,6 @@ def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
         .order_by("index")
     )
     return list(steps)
-
-
-_CHECKPOINT_STATES = "SELECT step_id, state FROM runs_checkpoint WHERE run_id = %s"
-
-
-def checkpoint_states(*, run_id: uuid.UUID | str) -> dict[int, Any]:
-    """The state of each checkpoint of run ``run_id`` by step id, as plain values (no model a
-    checkpoint), parsed as ``Checkpoint.state`` parses it. One statement of raw SQL: the ORM
-    took longer to build the query than to run it."""
-    load: Any = Checkpoint._meta.get_field("state").from_db_value
-    with connection.cursor() as cursor:
-        cursor.execute(_CHECKPOINT_STATES, [run_id])
-        return {step_id: load(state, None, connection) for step_id, state in cursor.fetchall()}
 
 
 def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:

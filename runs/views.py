@@ -176,8 +176,11 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     attempts = selectors.step_attempts(
         step_ids=[step.pk for step in steps if step.status in _RETRIED]
     )
-    # The states as plain values: only their diffs' sizes are shown.
-    checkpoints = selectors.checkpoint_states(run_id=run.pk)
+    # The states as plain values (no model per checkpoint): only their diffs' sizes are shown.
+    # Unordered: the checkpoints' default order (by run, then the run's own) would join runs.
+    checkpoints = dict(
+        Checkpoint.objects.filter(run_id=run.pk).order_by().values_list("step_id", "state")
+    )
     # A fork may start at any step whose predecessors all succeeded.
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
