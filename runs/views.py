@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import IntegerField, prefetch_related_objects
 from django.db.models.expressions import RawSQL
 from django.http import Http404, HttpRequest, HttpResponse
@@ -47,7 +46,6 @@ EVENTS_SHOWN = 50
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
 # A run's number of audit events (those of ``event_list(run_id=...)``).
 _RUN_EVENTS = "SELECT COUNT(*) FROM audit_auditevent WHERE run_id = %s AND id > 0"
-_RUN_PROJECT = "SELECT project_id FROM runs_run WHERE id = %s"
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
 
@@ -137,11 +135,7 @@ def run_list_fragment(request: HttpRequest) -> HttpResponse:
 
 
 def _run_project(run_id: uuid.UUID) -> int | None:
-    # The project of every run page's permission check: raw SQL, a fifth of the ORM's time.
-    with connection.cursor() as cursor:
-        cursor.execute(_RUN_PROJECT, [run_id])
-        row = cursor.fetchone()
-    return row[0] if row else None
+    return Run.objects.filter(pk=run_id).values_list("project_id", flat=True).first()
 
 
 def _event_anchors(steps: list[tuple[int, int, int | None]]) -> dict[tuple[str, str], str]:
