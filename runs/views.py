@@ -15,8 +15,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.db.models import IntegerField, prefetch_related_objects
-from django.db.models.expressions import RawSQL
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -44,8 +43,6 @@ TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
 # Steps whose "Attempts" section opens with the run page, its attempts in it.
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
-# A run's number of audit events (those of ``event_list(run_id=...)``).
-_RUN_EVENTS = "SELECT COUNT(*) FROM audit_auditevent WHERE run_id = %s AND id > 0"
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
 
@@ -179,11 +176,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
     )
-    # The run's number of events comes with its latest ones, as a column computed once.
-    total = RawSQL(_RUN_EVENTS, (run.pk,), output_field=IntegerField())  # noqa: S611 (fixed text)
-    latest = list(
-        event_list(run_id=run.pk).annotate(run_events=total).order_by("-id")[:EVENTS_SHOWN]
-    )
+    events = event_list(run_id=run.pk)
+    latest = list(events.order_by("-id")[:EVENTS_SHOWN])
     family = Run.objects.only("id", "goal", "status", "gate", "created_at", "forked_from_id")
     step_refs = [
         (step.pk, step.index, step.approval.pk if hasattr(step, "approval") else None)
@@ -206,7 +200,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "tool_errors": sum(step.tool_error for step in steps),
         "fork_until": leading_succeeded,
         "events": latest[::-1],
-        "events_total": latest[0].run_events if len(latest) == EVENTS_SHOWN else len(latest),
+        "events_total": events.count() if len(latest) == EVENTS_SHOWN else len(latest),
         "events_reachable": TIMELINE_EVENTS,
     }
 
