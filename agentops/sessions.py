@@ -23,9 +23,11 @@ class SessionStore(db.SessionStore):
     def load(self) -> dict[str, Any]:
         """The session's data; ``{}`` (and no session key, as Django's) when there is no
         unexpired session of this key."""
-        alias = router.db_for_read(self.model)
-        with connections[alias].cursor() as cursor:
-            cursor.execute(_LOAD, [self.session_key, timezone.now()])
+        db = connections[router.db_for_read(self.model)]
+        # The time as the backend stores it (SQLite: text in Django's own format).
+        now = db.ops.adapt_datetimefield_value(timezone.now())
+        with db.cursor() as cursor:
+            cursor.execute(_LOAD, [self.session_key, now])
             row = cursor.fetchone()
         if row is None:
             self._session_key = None

@@ -14,6 +14,14 @@ from runs.models import Run
 runs = {run.goal: run for run in Run.objects.all()}
 print(runs["Add up an invoice"].status, runs["Email the customer their refund"].status_info.value)
 print(all(chain_verify(f"run:{run.pk}").ok for run in runs.values()))
+# The pages people open first, as the demo's operator and reviewer: each answers 200.
+from django.contrib.auth.models import User
+from django.test import Client
+urls = ["/", "/?status=running", "/approvals/", *(f"/runs/{run.pk}/" for run in runs.values())]
+for name in ("operator", "reviewer"):
+    client = Client()
+    client.force_login(User.objects.get(username=name))
+    print(sorted({client.get(url).status_code for url in urls}))
 """
 
 
@@ -24,6 +32,7 @@ def test_demo_runs_execute_on_sqlite_without_redis(tmp_path):
         AGENTOPS_VAR_DIR=str(tmp_path),
         CELERY_TASK_ALWAYS_EAGER="1",
         LOG_LEVEL="WARNING",
+        ALLOWED_HOSTS="testserver",
     )
 
     def manage(*args: str) -> str:
@@ -41,4 +50,4 @@ def test_demo_runs_execute_on_sqlite_without_redis(tmp_path):
     manage("migrate", "--noinput", "--verbosity=0")
     manage("seed_demo")
     lines = manage("shell", "--no-imports", "-c", CHECK).split()
-    assert lines == ["succeeded", "awaiting_approval", "True"]
+    assert lines == ["succeeded", "awaiting_approval", "True", "[200]", "[200]"]
