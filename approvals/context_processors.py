@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import pending_count
 from projects.access import Access
 
 # Where the inbox view leaves the count it already made (``approvals.views``).
@@ -25,11 +25,10 @@ def pending_approvals(request: HttpRequest) -> dict[str, Callable[[], int | None
         found: Any = getattr(request, PENDING_COUNT_ATTRIBUTE, None)
         if found is not None:
             return int(found)
-        access = Access(request.user)
-        if not access.anywhere(VIEW_PERMISSION):
+        project_ids = Access(request.user).project_ids(VIEW_PERMISSION)
+        if project_ids is not None and not project_ids:
             return None
-        pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
-        found = access.scope(pending, VIEW_PERMISSION, "run__project_id").count()
+        found = pending_count(project_ids=project_ids)
         setattr(request, PENDING_COUNT_ATTRIBUTE, found)
         return int(found)
 
