@@ -177,11 +177,12 @@ class CallStep:
         )
 
 
-def read_only_call(step: Step, spec: dict[str, Any] | None) -> bool:
+def read_only_call(step: Step, declared: str) -> bool:
     """Whether the call of ``step`` changes nothing: its tool declares itself read-only
-    (``declared_risk`` low, MCP's ``readOnlyHint``) and the step's risk, rules applied, is low
-    (a rule that raises a read-only tool's risk makes its calls count as consequential)."""
-    return declared_risk(spec) == "low" and step.risk == Risk.LOW
+    (``declared``, its ``declared_risk``, low: MCP's ``readOnlyHint``) and the step's risk,
+    rules applied, is low (a rule that raises a read-only tool's risk makes its calls count
+    as consequential)."""
+    return declared == "low" and step.risk == Risk.LOW
 
 
 def call_step(
@@ -196,6 +197,7 @@ def call_step(
         Conflict: the run is finished.
     """
     key = call_id(tool, args)
+    declared = declared_risk(spec)
     step = step_append(
         actor=actor,
         run_id=run_id,
@@ -203,11 +205,11 @@ def call_step(
         args=args,
         executor=Executor.CLIENT,
         args_schema=(spec or {}).get("inputSchema") or None,
-        declared_risk=declared_risk(spec),
+        declared_risk=declared,
         tool_call_id=key,
         reuse_open_call=True,
     )
-    return CallStep.of(step, read_only=read_only_call(step, spec))
+    return CallStep.of(step, read_only=read_only_call(step, declared))
 
 
 def session_call_step(

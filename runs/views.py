@@ -16,8 +16,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import IntegerField, prefetch_related_objects
-from django.db.models.expressions import RawSQL
+from django.db.models import Count, Window, prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -45,8 +44,6 @@ TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
 # Steps whose "Attempts" section opens with the run page, its attempts in it.
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
-# A run's number of audit events (those of ``event_list(run_id=...)``).
-_RUN_EVENTS = "SELECT COUNT(*) FROM audit_auditevent WHERE run_id = %s AND id > 0"
 _RUN_PROJECT = "SELECT project_id FROM runs_run WHERE id = %s"
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
@@ -190,10 +187,12 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     leading_succeeded = next(
         (i for i, step in enumerate(steps) if step.status != StepStatus.SUCCEEDED), len(steps)
     )
-    # The run's number of events comes with its latest ones, as a column computed once.
-    total = RawSQL(_RUN_EVENTS, (_run_id_param(run.pk),), output_field=IntegerField())  # noqa: S611 (fixed text)
+    # The run's number of events comes with its latest ones: a window over the same rows,
+    # counted before the LIMIT cuts them.
     latest = list(
-        event_list(run_id=run.pk).annotate(run_events=total).order_by("-id")[:EVENTS_SHOWN]
+        event_list(run_id=run.pk)
+        .annotate(run_events=Window(Count("id")))
+        .order_by("-id")[:EVENTS_SHOWN]
     )
     family = Run.objects.only("id", "goal", "status", "gate", "created_at", "forked_from_id")
     step_refs = [
