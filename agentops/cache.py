@@ -6,6 +6,13 @@ makes several (the API token's failed-attempt count, the throttles' history read
 the shared versions of the risk rules and admitted tokens). A ``redis.Redis`` is safe to
 share between threads (it takes a connection from its pool for each command), so one per
 pool is enough.
+
+Django also keeps its cache objects per context (``django.core.cache.caches`` is an asgiref
+``Local``): under ASGI every request gets a new cache object, and with Django's backend a new
+connection pool, so each request opened a new TCP connection to Redis and went through its
+handshake (about 10 ms of a daphne process's CPU per request on the development machine;
+``benchmarks/README.md``, "throughput"). Here every cache object of the same ``LOCATION`` and
+``OPTIONS`` shares one client, and with it the pools and their connections, for the process.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
+from django.utils.functional import cached_property
 
 
 class _KeptClients(RedisCacheClient):
@@ -38,10 +46,28 @@ class _KeptClients(RedisCacheClient):
         return client
 
 
-class RedisCache(DjangoRedisCache):
-    """``django.core.cache.backends.redis.RedisCache`` keeping its ``redis.Redis`` clients
-    (the same settings: ``LOCATION``, ``OPTIONS``)."""
+# The process's cache clients, by their servers and options (``_shared_client``).
+_shared: dict[tuple[tuple[str, ...], str], _KeptClients] = {}
+_sharing = threading.Lock()
 
-    def __init__(self, server: Any, params: dict[str, Any]) -> None:
-        super().__init__(server, params)
-        self._class = _KeptClients
+
+def _shared_client(servers: list[str], options: dict[str, Any]) -> _KeptClients:
+    """The process's one client of ``servers`` with ``options`` (made on first use)."""
+    key = (tuple(servers), repr(sorted(options.items())))
+    client = _shared.get(key)
+    if client is None:
+        with _sharing:
+            client = _shared.get(key)
+            if client is None:
+                client = _shared[key] = _KeptClients(servers, **options)
+    return client
+
+
+class RedisCache(DjangoRedisCache):
+    """``django.core.cache.backends.redis.RedisCache`` keeping its ``redis.Redis`` clients and
+    connection pools for the process, shared by every cache object of the same settings
+    (``LOCATION``, ``OPTIONS``)."""
+
+    @cached_property
+    def _cache(self) -> _KeptClients:
+        return _shared_client(self._servers, self._options)  # type: ignore[attr-defined]

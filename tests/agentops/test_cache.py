@@ -3,6 +3,7 @@ Django's."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import uuid
@@ -12,6 +13,7 @@ import redis
 from django.conf import settings
 from django.core.cache import caches
 
+import agentops.cache
 from agentops.cache import RedisCache
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis")
@@ -52,6 +54,7 @@ def test_one_client_serves_every_operation_and_thread(
         init(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(redis.Redis, "__init__", counting_init)
+    monkeypatch.setattr(agentops.cache, "_shared", {})  # the process's client is made anew
     answers: list[object] = []
     together = threading.Barrier(4)
 
@@ -69,3 +72,32 @@ def test_one_client_serves_every_operation_and_thread(
     work(4)
     assert sorted(answers) == [0, 1, 2, 3, 4]  # type: ignore[type-var]
     assert len(built) == 1
+
+
+def test_requests_of_an_asgi_server_share_the_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under ASGI each request runs in a context of its own, and Django's ``caches`` (an asgiref
+    # Local) makes a new cache object in each: five requests, five cache objects, and before
+    # the clients were shared for the process, five new TCP connections to Redis.
+    connects: list[object] = []
+    connect = redis.connection.AbstractConnection.connect
+
+    def counting_connect(self: redis.connection.AbstractConnection) -> None:
+        if self._sock is None:  # type: ignore[attr-defined]
+            connects.append(self)
+        connect(self)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "connect", counting_connect)
+    caches["default"].get("warm")  # this process's connection, made if it was not yet
+    connects.clear()
+    seen: list[object] = []
+
+    def request(n: int) -> None:
+        cache = caches["default"]
+        seen.append(cache)
+        cache.set(f"test-cache-request-{n}", n, timeout=60)
+        assert cache.get(f"test-cache-request-{n}") == n
+
+    for n in range(5):
+        contextvars.Context().run(request, n)
+    assert len({id(cache) for cache in seen}) == 5
+    assert connects == []
