@@ -389,7 +389,10 @@ def _insert_sql(
     by_column = rows * len(fields) > CACHED_MAX_PARAMS and _by_column(db, fields)
     if by_column:
         # Without the type's modifiers (varchar, not varchar(64)), as Django: no truncation.
-        arrays = ", ".join(f"(%s)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
+        # In binary (``%b``): psycopg writes each element's binary form, where the text form
+        # runs two regular expressions an element to quote it (creating a run of 25 steps:
+        # about 2.5 ms of CPU less on the development machine, a sixth of the request).
+        arrays = ", ".join(f"(%b)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
         source = f"SELECT * FROM UNNEST({arrays})"  # noqa: S608 (types from the model)
     else:
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
