@@ -23,6 +23,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -65,8 +66,44 @@ def groups_for(event: AuditEvent) -> list[str]:
     return groups
 
 
+async def _watched(layer: Any, groups: list[str]) -> set[str]:
+    """Those of ``groups`` that some client has joined, by one pipelined count per Redis
+    connection of channels_redis's ``RedisChannelLayer`` (its group key and expiry, as its
+    ``group_send`` reads them: channels_redis 4.x); every one of ``groups`` for another layer,
+    or when Redis could not answer.
+
+    Asked after the events' commit, as ``group_send`` would: a client joins its groups before
+    it reads the database (``audit.consumers``), so one that joined too late to be counted
+    here reads these events from the database instead.
+    """
+    if not hasattr(layer, "_group_key"):
+        return set(groups)
+    try:
+        by_connection: dict[int, list[str]] = {}
+        for group in groups:
+            by_connection.setdefault(layer.consistent_hash(group), []).append(group)
+        oldest = int(time.time()) - layer.group_expiry
+        watched: set[str] = set()
+        for index, some in by_connection.items():
+            pipe = layer.connection(index).pipeline(transaction=False)
+            for group in some:
+                pipe.zcount(layer._group_key(group), oldest, "+inf")
+            counts = await pipe.execute()
+            watched.update(group for group, count in zip(some, counts, strict=True) if count)
+    except Exception:
+        logger.exception("could not read who watches %s; sending to all", groups)
+        return set(groups)
+    return watched
+
+
 async def _send_batch(layer: Any, batch: Batch) -> None:
+    # Most groups have no client (no one watching that run): their ``group_send`` would cost
+    # two Redis round trips each for nothing, a tenth of a worker's CPU a step
+    # (``benchmarks/README.md``, "throughput"); one pipelined count per batch finds them.
+    watched = await _watched(layer, [group for group, _ in batch])
     for group, message in batch:
+        if group not in watched:
+            continue
         try:
             await layer.group_send(group, message)
         except Exception:
