@@ -7,7 +7,8 @@ Each group gets one message per committed transaction, ``{"type": "audit.events"
 ``GET /api/v1/runs/{id}/events/`` (a step's transaction commits three or four events; one
 message instead of one per event cuts the channel-layer work of a step by as much). The
 sender waits a moment (``COALESCE_SECONDS``) before sending, and the transactions committed
-meanwhile go as one message per group, still in commit order (``merged``).
+meanwhile go as one message per group, still in commit order (``merged``). Only the groups
+some client has joined get it (``_watched``): most runs have nobody watching.
 
 Events are sent after their transaction commits. With Redis, a per-process sender thread with
 its own event loop sends them in commit order, so the transaction's caller (a worker finishing
