@@ -23,6 +23,12 @@ with eager tasks, as the difference between a run of ``2 * steps`` steps and one
 steps (creation included in both), over ``steps``: SQL statements (``CaptureQueriesContext``),
 and round trips and COMMITs as libpq's protocol trace records them
 (``testsupport.roundtrips``; ``pg_stat_statements`` is not loaded on this server).
+
+Where the machine's CPU goes, for each worker count: the CPU time (``/proc``, user + system)
+of the worker processes (each with its pool process), of the PostgreSQL backends of the
+benchmark database (this process's own excluded) and of the daphne processes, from just before
+the first creation request to the last run's end, per step completed, in ms. With two workers
+the 2 cores are the bound, so these show what a step costs the machine, all processes told.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, cpu_seconds
 from testsupport.processes import wait_until
 
 NAME = "throughput"
@@ -70,6 +76,15 @@ FIGURES = [
            (Target("<=", 6),)),
     Figure("step_commits", "commits per step (in-process run, libpq trace)", "commits",
            (Target("<=", 1.1),)),
+    *(
+        Figure(f"cpu_{part}_{n}", f"CPU a step, {n} worker{'s' if n > 1 else ''}: {what}", "ms")
+        for n in (1, 2)
+        for part, what in (
+            ("workers", "worker processes"),
+            ("postgres", "PostgreSQL backends"),
+            ("daphne", "daphne (creating the runs)"),
+        )
+    ),
 ]  # fmt: skip
 
 STEP = {"tool": "echo", "args": {"value": 1}}
@@ -172,9 +187,25 @@ async def post_runs(base_url: str, token: str, count: int, steps: int) -> list[s
         return list(await asyncio.gather(*(create(i) for i in range(count))))
 
 
-def app_steps_per_second(bench: Bench, size: Size) -> tuple[float, float]:
-    """Create ``size.runs`` runs over the REST API for the running workers; returns (steps/s,
-    commits per step).
+@dataclass(frozen=True)
+class Measured:
+    """One measurement of agentops: steps/s, commits a step, and the CPU a step (ms) of the
+    worker processes, the PostgreSQL backends and daphne."""
+
+    steps_per_s: float
+    commits: float
+    cpu: dict[str, float]
+
+
+def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """Seconds of CPU used between two readings of ``cpu_seconds`` (a process first seen in
+    ``after`` counts in full)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def app_steps_per_second(bench: Bench, size: Size) -> Measured:
+    """Create ``size.runs`` runs over the REST API for the running workers; returns steps/s,
+    commits per step and the CPU a step of each kind of process.
 
     Starts daphne after reading the commit counter and stops it and the workers before
     reading it again (their counters are flushed when their connections end): the caller
@@ -191,17 +222,34 @@ def app_steps_per_second(bench: Bench, size: Size) -> tuple[float, float]:
     before = bench.xact_commits()
     bench.start_daphne()
     own = OwnTransactions()
+    workers = [worker.proc.pid for worker in bench.workers]
+    daphne = [process.proc.pid for process in bench.daphne]
+    processes_before = cpu_seconds(workers + daphne)
+    backends_before = cpu_seconds(bench.backend_pids())
     with connection.execute_wrapper(own):
         began = time.time()
         ids = asyncio.run(post_runs(bench.http_url, token, size.runs, size.steps))
         wait_runs(ids, "succeeded", timeout=120 + size.runs * size.steps / 5)
         finished = Run.objects.filter(pk__in=ids).aggregate(last=Max("finished_at"))["last"]
+        mine = connection.connection.info.backend_pid if connection.connection else None
+    processes_after = cpu_seconds(workers + daphne)
+    backends_after = cpu_seconds(bench.backend_pids(excluding=mine))
     bench.stop_workers()
     bench.stop_daphne()
     connection.close()
     commits = bench.xact_commits() - before - own.total
     steps = size.runs * size.steps
-    return steps / (finished.timestamp() - began), commits / steps
+    ms = 1000 / steps
+
+    def used(pids: list[int]) -> float:
+        return ms * sum(processes_after.get(p, 0.0) - processes_before.get(p, 0.0) for p in pids)
+
+    cpu = {
+        "workers": used(workers),
+        "postgres": ms * _cpu_used(backends_before, backends_after),
+        "daphne": used(daphne),
+    }
+    return Measured(steps / (finished.timestamp() - began), commits / steps, cpu)
 
 
 def dbos_client(bench: Bench) -> Any:
@@ -309,14 +357,17 @@ def run(bench: Bench) -> Iterator[Sample]:
                 bench.stop_workers()
                 bench.start_workers(workers)
                 chain = chain_links_per_second(bench, size.runs, size.steps)
-                steps_per_s, commits = app_steps_per_second(bench, size)
+                measured = app_steps_per_second(bench, size)
+                steps_per_s = measured.steps_per_s
                 bench.start_dbos_workers(workers)
                 dbos = dbos_steps_per_second(bench, client, size.runs, size.steps)
                 bench.stop_dbos_workers()
                 yield Sample(f"steps_{workers}", steps_per_s, chain)
                 yield Sample(f"vs_dbos_{workers}", steps_per_s, dbos)
                 yield Sample(f"dbos_{workers}", dbos, chain)
-                yield Sample("commits", commits)
+                yield Sample("commits", measured.commits)
+                for part, ms in measured.cpu.items():
+                    yield Sample(f"cpu_{part}_{workers}", ms)
                 if workers == 2:
                     bench.shared.setdefault("steps_per_s_2", []).append(steps_per_s)
     finally:
