@@ -10,6 +10,7 @@ the tools left it. ``airline_effect`` records each write's output under its idem
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -37,14 +38,21 @@ CREATE TABLE IF NOT EXISTS airline_effect (
 
 def ensure_database(dsn: str) -> None:
     """Create the database ``dsn`` names (through the ``postgres`` database of the same
-    server) when it does not exist, and its tables."""
+    server) when it does not exist, and its tables. Several processes may start at once (a
+    gateway opening an upstream for each of several sessions): one creates the database, and
+    the others, which also found none, get PostgreSQL's refusal to create it again (a
+    duplicate name, or the unique index of ``pg_database`` when they raced) and go on."""
     info = psycopg.conninfo.conninfo_to_dict(dsn)
     name = str(info.get("dbname", ""))
     admin = psycopg.conninfo.make_conninfo(dsn, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
-            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+            create = psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+            with contextlib.suppress(
+                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+            ):
+                conn.execute(create)
     with psycopg.connect(dsn, autocommit=True) as conn:
         # Two processes creating the tables at once: serialise on an advisory lock.
         conn.execute("SELECT pg_advisory_lock(7301)")
