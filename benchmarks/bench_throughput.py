@@ -43,8 +43,8 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, cpu_seconds
-from testsupport.processes import wait_until
+from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from testsupport.processes import cpu_seconds, wait_until
 
 NAME = "throughput"
 

@@ -435,43 +435,6 @@ class Bench:
         return [pid for (pid,) in found if pid != excluding]
 
 
-def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
-    """The CPU time (user + system, seconds) each process of ``pids`` and its descendants have
-    used so far, by pid of ``pids``: read from ``/proc/<pid>/stat`` (Linux; ``{}`` elsewhere).
-    A process that has ended counts 0 (a descendant's time counts while it lives: a benchmark
-    reads before and after, with the processes running)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return {}
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    used: dict[int, float] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            # After the command's closing parenthesis: state, ppid, ..., utime (14th), stime.
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        parent[pid] = int(fields[1])
-        used[pid] = (int(fields[11]) + int(fields[12])) / tick
-
-    def root_of(pid: int, roots: set[int]) -> int | None:
-        while pid not in roots and pid > 1:
-            pid = parent.get(pid, 0)
-        return pid if pid in roots else None
-
-    roots = set(pids)
-    totals = dict.fromkeys(roots, 0.0)
-    for pid, seconds in used.items():
-        root = root_of(pid, roots)
-        if root is not None:
-            totals[root] += seconds
-    return totals
-
-
 def _log_size(log: Path) -> int:
     """The size of ``log`` in bytes, 0 when it does not exist yet."""
     return log.stat().st_size if log.exists() else 0

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,43 @@ def child_pids(pid: int) -> list[int]:
     """The ids of the direct children of process ``pid`` (a worker's pool processes)."""
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
     return [int(line) for line in out.stdout.split()]
+
+
+def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
+    """The CPU time (user + system, seconds) each process of ``pids`` and its descendants have
+    used so far, by pid of ``pids``: read from ``/proc/<pid>/stat`` (Linux; ``{}`` elsewhere).
+    A process that has ended counts 0 (a descendant's time counts while it lives: a benchmark
+    reads before and after, with the processes running)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # After the command's closing parenthesis: state, ppid, ..., utime (14th), stime.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        used[pid] = (int(fields[11]) + int(fields[12])) / tick
+
+    def root_of(pid: int, roots: set[int]) -> int | None:
+        while pid not in roots and pid > 1:
+            pid = parent.get(pid, 0)
+        return pid if pid in roots else None
+
+    roots = set(pids)
+    totals = dict.fromkeys(roots, 0.0)
+    for pid, seconds in used.items():
+        root = root_of(pid, roots)
+        if root is not None:
+            totals[root] += seconds
+    return totals
 
 
 def sigkill(pid: int) -> None:

@@ -1,4 +1,4 @@
-"""``benchmarks.harness.cpu_seconds`` counts a process's descendants with it (a Celery worker's
+"""``testsupport.processes.cpu_seconds`` counts a process's descendants with it (a Celery worker's
 pool process does the work its parent only hands out)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import cpu_seconds
+from testsupport.processes import cpu_seconds
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc (Linux)")
 
