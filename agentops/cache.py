@@ -10,8 +10,8 @@ pool is enough.
 Django also keeps its cache objects per context (``django.core.cache.caches`` is an asgiref
 ``Local``): under ASGI every request gets a new cache object, and with Django's backend a new
 connection pool, so each request opened a new TCP connection to Redis and went through its
-handshake (about 10 ms of a daphne process's CPU per request on the development machine;
-``benchmarks/README.md``, "throughput"). Here every cache object of the same ``LOCATION`` and
+handshake (about 6 ms of a daphne process's CPU per run creation on the development machine;
+``benchmarks/README.md``, the 21:27 table). Here every cache object of the same ``LOCATION`` and
 ``OPTIONS`` shares one client, and with it the pools and their connections, for the process.
 """
 

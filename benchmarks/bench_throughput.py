@@ -224,31 +224,28 @@ def app_steps_per_second(bench: Bench, size: Size) -> Measured:
     own = OwnTransactions()
     workers = [worker.proc.pid for worker in bench.workers]
     daphne = [process.proc.pid for process in bench.daphne]
-    processes_before = cpu_seconds(workers + daphne)
-    backends_before = cpu_seconds(bench.backend_pids())
+    cpu_before = {
+        "workers": cpu_seconds(workers),
+        "postgres": cpu_seconds(bench.backend_pids()),
+        "daphne": cpu_seconds(daphne),
+    }
     with connection.execute_wrapper(own):
         began = time.time()
         ids = asyncio.run(post_runs(bench.http_url, token, size.runs, size.steps))
         wait_runs(ids, "succeeded", timeout=120 + size.runs * size.steps / 5)
         finished = Run.objects.filter(pk__in=ids).aggregate(last=Max("finished_at"))["last"]
         mine = connection.connection.info.backend_pid if connection.connection else None
-    processes_after = cpu_seconds(workers + daphne)
-    backends_after = cpu_seconds(bench.backend_pids(excluding=mine))
+    cpu_after = {
+        "workers": cpu_seconds(workers),
+        "postgres": cpu_seconds(bench.backend_pids(excluding=mine)),
+        "daphne": cpu_seconds(daphne),
+    }
     bench.stop_workers()
     bench.stop_daphne()
     connection.close()
     commits = bench.xact_commits() - before - own.total
     steps = size.runs * size.steps
-    ms = 1000 / steps
-
-    def used(pids: list[int]) -> float:
-        return ms * sum(processes_after.get(p, 0.0) - processes_before.get(p, 0.0) for p in pids)
-
-    cpu = {
-        "workers": used(workers),
-        "postgres": ms * _cpu_used(backends_before, backends_after),
-        "daphne": used(daphne),
-    }
+    cpu = {part: 1000 / steps * _cpu_used(cpu_before[part], cpu_after[part]) for part in cpu_after}
     return Measured(steps / (finished.timestamp() - began), commits / steps, cpu)
 
 
