@@ -404,19 +404,12 @@ class Bench:
         The caller stops the workers and closes this process's connections first; the counter
         is read through the ``postgres`` database, so reading it adds no commit.
         """
+        # Client connections only: an autovacuum worker may stay on the database a while.
+        wait_until(
+            lambda: not self.backend_pids(), 30, "connections to the benchmark database to end"
+        )
+        time.sleep(0.2)
         with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
-
-            def idle() -> bool:
-                # Client connections only: an autovacuum worker may stay on the database a while.
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = %s AND backend_type = 'client backend'",
-                    [self.database],
-                ).fetchone()
-                return row is not None and row[0] == 0
-
-            wait_until(idle, 30, "connections to the benchmark database to end")
-            time.sleep(0.2)
             row = conn.execute(
                 "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [self.database]
             ).fetchone()
