@@ -163,6 +163,41 @@ def render_table(rows: Iterable[Row]) -> str:
     return "\n".join(lines)
 
 
+# The machine's speed when a table was measured: milliseconds of figures taken on a slower
+# moment of a shared host are larger in proportion, roughly; ratios to a baseline measured in the
+# same run are not (both sides slow down alike).
+HOST = "host"
+HOST_FIGURES = [
+    Figure(
+        "reference_before",
+        "pure-Python reference loop (10,000,000 integer additions), before the benchmarks",
+        "ms",
+    ),
+    Figure(
+        "reference_after",
+        "pure-Python reference loop (10,000,000 integer additions), after the benchmarks",
+        "ms",
+    ),
+]
+REFERENCE_ADDITIONS = 10_000_000
+
+
+def reference_loop_ms(repeat: int = 3) -> float:
+    """The fastest of ``repeat`` wall times (ms) of one fixed pure-Python loop of
+    ``REFERENCE_ADDITIONS`` integer additions: how fast this machine runs Python now (the
+    fastest, so that one preempted timing does not count)."""
+    best = math.inf
+    for _ in range(repeat):
+        began = time.perf_counter()
+        total = 0
+        for i in range(REFERENCE_ADDITIONS):
+            total += i
+        best = min(best, time.perf_counter() - began)
+    if total != REFERENCE_ADDITIONS * (REFERENCE_ADDITIONS - 1) // 2:
+        raise RuntimeError("the reference loop added wrong")
+    return best * 1000
+
+
 def paced(count: int, interval: float) -> Iterator[int]:
     """Yield 0 .. ``count``-1, the i-th at ``i * interval`` seconds after the first: a fixed
     (open-loop) schedule that does not wait for what the caller does with each."""

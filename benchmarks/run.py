@@ -1,6 +1,8 @@
 """Run every benchmark against this machine's PostgreSQL, Redis and real Celery workers and
 daphne, and print one table: median, min and max over ``--repeat`` runs, the baseline measured
-in the same runs, their ratio, the target and whether it is met (benchmarks/README.md).
+in the same runs, their ratio, the target and whether it is met (benchmarks/README.md). Its last
+rows time a fixed pure-Python loop before and after the benchmarks: the machine's speed while
+they ran, to compare figures in ms with a table measured at another moment.
 
 Usage (from the project root; PostgreSQL on 127.0.0.1:5432 with user postgres, and Redis):
 
@@ -29,7 +31,15 @@ from types import FrameType, ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import Bench, Row, render_table  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    HOST,
+    HOST_FIGURES,
+    Bench,
+    Row,
+    Sample,
+    reference_loop_ms,
+    render_table,
+)
 from testsupport.database import recreate_database  # noqa: E402
 
 BENCHMARKS = [
@@ -101,6 +111,8 @@ def main() -> int:
     import benchmarks.tasks  # noqa: F401 (routes this process's tasks to the benchmark queue)
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    host = {f.key: Row(HOST, f) for f in HOST_FIGURES}
+    host["reference_before"].add(Sample("reference_before", reference_loop_ms()))
     rows: list[Row] = []
     failed: list[str] = []
     try:
@@ -122,6 +134,8 @@ def main() -> int:
             print(f"({name}: {time.monotonic() - began:.0f} s)", flush=True)
     finally:
         bench.stop_all()
+    host["reference_after"].add(Sample("reference_after", reference_loop_ms()))
+    rows.extend(host.values())
     print(
         f"\nAll benchmarks ({bench.size}, median of {bench.repeat}), "
         f"{time.monotonic() - started:.0f} s:\n"

@@ -26,6 +26,7 @@ from benchmarks import (
     bench_retention,
     bench_throughput,
 )
+from benchmarks.harness import HOST, HOST_FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -46,6 +47,7 @@ def _expected_rows() -> list[str]:
             bench_gateway,
         )
     }
+    figures[HOST] = HOST_FIGURES
     figures[bench_live.NAME] = [
         f for n in bench_live.SIZES["tiny"].clients for f in bench_live.figures_for(n)
     ]
