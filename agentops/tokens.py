@@ -1,4 +1,20 @@
-"""API token authentication: django-rest-knox's hashed tokens, throttled on failures.
+"""API token authentication: django-rest-knox's hashed tokens, throttled on failures, and kept
+per process while the credentials do not change.
+
+Checking a token in the database is a query for the token and its user (knox), and the
+permission check that follows reads the user's memberships: a client sends the same token
+with every request. So each process keeps, per token (a SHA-256 of it), the user and the token
+the database gave, and uses them again while the credentials version in the shared cache
+(``CREDENTIALS``) is the one they were read under and the token has not expired; the
+memberships that ``projects.access`` keeps on the user object are kept with it (each request
+gets its own copies of the user and token, without the model permissions Django cached on
+them). Saving or deleting a token, a membership or a user (the ORM, admin, services) replaces
+the version at once and again when its transaction commits (``credentials_changed``,
+connected in ``ProjectsConfig.ready``), so a revoked or rotated token, a changed role or a
+deactivated user is refused from the next request on; a change made around Django (SQL,
+``QuerySet.update``) must call ``credentials_changed`` too. Without the shared cache (Redis
+down) every request is checked in the database. The MCP gateway's admission
+(``gateway.admission``) keeps what it checked under the same version.
 
 Its own module because DRF imports authentication classes while it loads its settings, before
 its views can be imported (``agentops.api`` imports them).
@@ -6,7 +22,11 @@ its views can be imported (``agentops.api`` imports them).
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import re
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +35,55 @@ from django.utils import timezone
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.settings import knox_settings
 from rest_framework import exceptions
+
+from agentops.versions import SharedVersion
+
+# The version of what checking a credential reads: tokens, users, memberships (and the
+# gateway's upstreams).
+CREDENTIALS = SharedVersion("credentials-version", "API credentials")
+# Tokens kept per process (bounded: the oldest are forgotten first, and checked again if they
+# come back).
+_REMEMBERED = 10_000
+
+
+def credentials_changed(**_: object) -> None:
+    """Make every process check credentials in the database again (a signal receiver: any
+    keyword arguments are ignored): now, and again once this transaction commits, for the
+    requests checked before the change was committed."""
+    CREDENTIALS.replace()
+
+
+@dataclass(frozen=True)
+class _Checked:
+    version: str
+    user: Any
+    token: Any
+
+
+# SHA-256 of a token -> what the database said of it, under which version.
+_checked: dict[str, _Checked] = {}
+_checked_lock = threading.Lock()
+
+
+def _expired(token: Any) -> bool:
+    return token.expiry is not None and token.expiry <= timezone.now()
+
+
+# What Django's ModelBackend caches on a user object for the rest of a request: model
+# permissions, which group changes alter without saving the user, so they must not outlive it.
+_REQUEST_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
+
+
+def _for_this_request(kept: _Checked) -> tuple[Any, Any]:
+    """Copies of the kept user and token, so that what a request caches on them stays with it
+    (but the memberships ``projects.access`` kept on the first request's user: the
+    credentials version covers them)."""
+    user = copy.copy(kept.user)
+    for name in _REQUEST_CACHES:
+        user.__dict__.pop(name, None)
+    token = copy.copy(kept.token)
+    token.user = user
+    return user, token
 
 
 def client_address(request: Any) -> str:
@@ -52,10 +121,28 @@ class TokenAuthentication(KnoxTokenAuthentication):
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, Any]:
         """Knox's check, after refusing anything that is not a token's shape (hex digits of
-        ``AUTH_TOKEN_CHARACTER_LENGTH``): malformed bytes never reach the database."""
+        ``AUTH_TOKEN_CHARACTER_LENGTH``): malformed bytes never reach the database. What it
+        found is used again, without the database, while the credentials version is the same
+        and the token has not expired (see the module docstring).
+
+        Raises:
+            AuthenticationFailed: no such token, an expired one, or its user is inactive.
+        """
         if not _TOKEN_SHAPE.fullmatch(token):
             raise exceptions.AuthenticationFailed("Invalid token.")
-        return super().authenticate_credentials(token)
+        key = hashlib.sha256(token).hexdigest()
+        version = CREDENTIALS.current()
+        kept = _checked.get(key)
+        if kept is not None and kept.version == version and not _expired(kept.token):
+            return _for_this_request(kept)
+        user, auth_token = super().authenticate_credentials(token)
+        if version is not None:
+            with _checked_lock:
+                _checked.pop(key, None)
+                if len(_checked) >= _REMEMBERED:
+                    del _checked[next(iter(_checked))]
+                _checked[key] = _Checked(version, user, auth_token)
+        return user, auth_token
 
     def _cleanup_token(self, auth_token: Any) -> bool:
         if auth_token.expiry is not None and auth_token.expiry < timezone.now():

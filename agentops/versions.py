@@ -1,6 +1,7 @@
 """Versions in the shared cache (Redis) that tell every process when what it keeps in memory
 is stale: a token, replaced whenever the data it stands for changes. The risk rules
-(``approvals.risk``) and the gateway's admitted tokens (``gateway.admission``) are kept so."""
+(``approvals.risk``), the API tokens checked (``agentops.tokens``) and the gateway's admitted
+requests (``gateway.admission``) are kept so."""
 
 from __future__ import annotations
 

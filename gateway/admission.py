@@ -4,13 +4,13 @@ Checking a request in the database takes three queries (the upstream, the token 
 the user's memberships), and an MCP client sends the same token with every request. So each
 process keeps what it found for a token (the upstream, the caller, the token's expiry) and
 admits the token's next requests without the database while the credentials version in the
-shared cache is the one it found them under and the token has not expired. Saving or deleting
-a token, a membership, a user or an upstream (admin, services, the ORM) replaces the version at
-once and again when its transaction commits (``credentials_changed``, connected in
-``GatewayConfig.ready``), so a revoked token, a changed role, a deactivated user or a disabled
+shared cache (``agentops.tokens.CREDENTIALS``, the REST API's) is the one it found them under
+and the token has not expired. Saving or deleting a token, a membership or a user replaces the
+version (``ProjectsConfig.ready``), and so does saving or deleting an upstream
+(``GatewayConfig.ready``): a revoked token, a changed role, a deactivated user or a disabled
 upstream is refused from the next request on; a change made around Django (SQL,
-``QuerySet.update``) must call ``credentials_changed`` too. Without the shared cache (Redis
-down) every request is checked in the database.
+``QuerySet.update``) must call ``agentops.tokens.credentials_changed``. Without the shared
+cache (Redis down) every request is checked in the database.
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
 from agentops.actors import Actor
-from agentops.tokens import TokenAuthentication
-from agentops.versions import SharedVersion
+from agentops.tokens import CREDENTIALS, TokenAuthentication
 from gateway.models import Upstream
 from projects.access import Access
 
 # What a token's user must hold in its project to use the gateway: a session is a run they
 # create, each call a step they append.
 NEEDED = ("runs.add_run", "runs.drive_run")
-_version = SharedVersion("gateway:credentials-version", "the gateway's credentials")
 _REMEMBERED = 10_000
 
 
@@ -73,7 +71,7 @@ def admit(name: str, authorization: str) -> Admitted | Refused:
     project), or the refusal to answer as ``(HTTP status, detail, extra headers)``: 404 (no
     such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
     key = (name, hashlib.sha256(authorization.encode()).hexdigest())
-    version = _version.current()
+    version = CREDENTIALS.current()
     kept = _kept.get(key)
     if (
         kept is not None
@@ -89,13 +87,6 @@ def admit(name: str, authorization: str) -> Admitted | Refused:
             del _kept[next(iter(_kept))]
         _kept[key] = _Kept(version, found, expiry)
     return found
-
-
-def credentials_changed(**_: object) -> None:
-    """Make every process check tokens in the database again (a signal receiver: any keyword
-    arguments are ignored): now, and again once this transaction commits, for the requests
-    checked before the change was committed."""
-    _version.replace()
 
 
 def _admit_from_database(

@@ -9,16 +9,14 @@ class GatewayConfig(AppConfig):
     verbose_name = "MCP gateway"
 
     def ready(self) -> None:
-        # Each process keeps the requests it admitted (``gateway.admission``): any change to
-        # what admitted them makes it check again.
-        from django.contrib.auth import get_user_model
+        # Each process keeps the requests it admitted (``gateway.admission``) under the
+        # credentials version, which tokens, memberships and users replace
+        # (``ProjectsConfig.ready``); so does a change to an upstream.
         from django.db.models.signals import post_delete, post_save
 
-        from gateway.admission import credentials_changed
+        from agentops.tokens import credentials_changed
         from gateway.models import Upstream
-        from projects.models import ApiToken, Membership
 
-        for model in (ApiToken, Membership, get_user_model(), Upstream):
-            uid = f"gateway-credentials-{model.__name__}"
-            post_save.connect(credentials_changed, sender=model, dispatch_uid=uid)
-            post_delete.connect(credentials_changed, sender=model, dispatch_uid=f"{uid}-")
+        uid = "credentials-Upstream"
+        post_save.connect(credentials_changed, sender=Upstream, dispatch_uid=uid)
+        post_delete.connect(credentials_changed, sender=Upstream, dispatch_uid=f"{uid}-")
