@@ -76,8 +76,9 @@ def _sender() -> NotificationSender:
 
 def send_on_commit(notification_id: int, delay: float = 0) -> None:
     """Send the notification ``notification_id`` (in ``delay`` seconds) once the transaction
-    commits."""
-    transaction.on_commit(lambda: _sender().send(notification_id, delay))
+    commits; a failure to hand it to the sender (the broker down) is logged, not raised: the
+    change that made it is committed."""
+    transaction.on_commit(lambda: _sender().send(notification_id, delay), robust=True)
 
 
 def _members(group: str, run: Run) -> list[tuple[int, str, str]]:

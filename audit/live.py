@@ -219,7 +219,9 @@ def _dispatch(batch: Batch) -> None:
 
 def publish_on_commit(events: list[AuditEvent]) -> None:
     """Send ``events`` (in order) to their groups once the surrounding transaction commits,
-    never before."""
+    never before. A failure to send (Redis down) is logged, not raised: the events are
+    committed, and a live client that missed them reads them back on reconnecting
+    (``?after=``)."""
     from audit.serializers import event_json
 
     def send() -> None:
@@ -236,4 +238,4 @@ def publish_on_commit(events: list[AuditEvent]) -> None:
                 ]
             )
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=True)

@@ -1,8 +1,11 @@
 """Wake-ups: the messages that tell the workers a step or run has work, sent after commit.
 
 The broker only carries wake-ups (ids); the database decides what runs, so a lost or repeated
-wake-up is harmless. The services here never import the Celery tasks that receive them (an
-edge): ``RunsConfig.ready`` installs the sender (``runs.tasks.CeleryWakeups``) at start-up.
+wake-up is harmless: one that cannot be sent after its transaction committed (the broker down
+for a moment) is logged, not raised, so the committed change is not answered as an error, and
+the sweeper (``runs.recovery.sweep``) sends it again later. The services here never import the
+Celery tasks that receive them (an edge): ``RunsConfig.ready`` installs the sender
+(``runs.tasks.CeleryWakeups``) at start-up.
 """
 
 from __future__ import annotations
@@ -43,14 +46,14 @@ def _sender() -> Wakeups:
 
 def execute_step_on_commit(step_id: int) -> None:
     """Send ``execute_step(step_id)`` to the workers once the transaction commits."""
-    transaction.on_commit(lambda: _sender().execute_step(step_id))
+    transaction.on_commit(lambda: _sender().execute_step(step_id), robust=True)
 
 
 def advance_run_on_commit(run_id: uuid.UUID) -> None:
     """Send ``advance_run(run_id)`` to the workers once the transaction commits."""
-    transaction.on_commit(lambda: _sender().advance_run(run_id))
+    transaction.on_commit(lambda: _sender().advance_run(run_id), robust=True)
 
 
 def retry_step_on_commit(step_id: int, delay: float) -> None:
     """Send ``retry_step(step_id)``, due in ``delay`` seconds, once the transaction commits."""
-    transaction.on_commit(lambda: _sender().retry_step(step_id, delay))
+    transaction.on_commit(lambda: _sender().retry_step(step_id, delay), robust=True)
