@@ -46,6 +46,15 @@ def make_token(user: Any, project: Any = None, **options: Any) -> str:
     return token_create(user=user, project=project or project_default(), **options)[1]
 
 
+def token_api(token: str) -> Any:
+    """A DRF test client sending ``Authorization: Token <token>``, as a client app does."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
 def send_email_step(args: dict[str, Any] | None = None, rationale: str = "") -> dict[str, Any]:
     """A ``send_email`` step (high risk: it waits for a reviewer) with ``args`` (default
     ``EMAIL_ARGS``)."""

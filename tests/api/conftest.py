@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from projects.roles import Role
-from testsupport.factories import make_token, make_user
+from testsupport.factories import make_token, make_user, token_api
 
 RUNS_URL = "/api/v1/runs/"
 APPROVALS_URL = "/api/v1/approvals/"
@@ -19,9 +19,7 @@ EMAIL_ARGS = {"to": ["a@example.com"], "subject": "hi", "body": "x"}
 def token_client(user: Any, project: Any = None) -> APIClient:
     """An API client sending ``Authorization: Token <token>`` for ``user``, with a token of
     ``project`` (default: the default project)."""
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {make_token(user, project)}")
-    return client
+    return token_api(make_token(user, project))
 
 
 def run_url(run_id: Any, action: str = "") -> str:

@@ -17,17 +17,11 @@ from agentops import tokens, versions
 from projects.models import ApiToken
 from projects.services import membership_set, project_default, token_rotate
 from runs.models import Run
-from testsupport.factories import make_token
+from testsupport.factories import make_token, token_api
 
 pytestmark = pytest.mark.django_db
 
 RUNS_URL = "/api/v1/runs/"
-
-
-def _client(token: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
 
 
 def _reads(client: APIClient) -> tuple[int, list[str]]:
@@ -45,14 +39,14 @@ def _reads(client: APIClient) -> tuple[int, list[str]]:
 
 
 def test_a_checked_token_is_used_again_without_reading_tokens_or_memberships(operator):
-    client = _client(make_token(operator))
+    client = token_api(make_token(operator))
     assert _reads(client) == (200, ["projects_apitoken", "projects_membership"])
     assert _reads(client) == (200, [])
     assert _reads(client) == (200, [])
 
 
 def test_each_token_stands_for_its_own_user(operator, reviewer, operator_reviewer):
-    mine, theirs = _client(make_token(operator)), _client(make_token(operator_reviewer))
+    mine, theirs = token_api(make_token(operator)), token_api(make_token(operator_reviewer))
     for client in (mine, theirs, mine, theirs):  # both kept, neither mixed up
         response = client.post(RUNS_URL, {"agent": "client", "goal": "whose"}, format="json")
         assert response.status_code == 201, response.content
@@ -61,7 +55,7 @@ def test_each_token_stands_for_its_own_user(operator, reviewer, operator_reviewe
     )
     assert owners == [operator.username, operator_reviewer.username] * 2
     # A reviewer's token cannot create runs, kept or not.
-    refused = _client(make_token(reviewer))
+    refused = token_api(make_token(reviewer))
     for _ in range(2):
         assert (
             refused.post(RUNS_URL, {"agent": "client", "goal": "x"}, format="json").status_code
@@ -71,7 +65,7 @@ def test_each_token_stands_for_its_own_user(operator, reviewer, operator_reviewe
 
 def test_a_revoked_or_rotated_token_is_refused_at_once(operator):
     revoked, rotated = make_token(operator, name="revoked"), make_token(operator, name="rotated")
-    revoked_client, rotated_client = _client(revoked), _client(rotated)
+    revoked_client, rotated_client = token_api(revoked), token_api(rotated)
     assert _reads(revoked_client)[0] == _reads(rotated_client)[0] == 200
     assert _reads(revoked_client) == (200, [])
 
@@ -82,7 +76,7 @@ def test_a_revoked_or_rotated_token_is_refused_at_once(operator):
 
 
 def test_a_token_is_refused_once_it_expires(operator, monkeypatch):
-    client = _client(make_token(operator, ttl_seconds=60))
+    client = token_api(make_token(operator, ttl_seconds=60))
     assert _reads(client) == (200, ["projects_apitoken", "projects_membership"])
     assert _reads(client) == (200, [])
     later = timezone.now() + timedelta(seconds=61)
@@ -91,7 +85,7 @@ def test_a_token_is_refused_once_it_expires(operator, monkeypatch):
 
 
 def test_a_lost_role_or_a_deactivated_user_is_refused_at_once(operator):
-    client = _client(make_token(operator))
+    client = token_api(make_token(operator))
     body: dict[str, Any] = {"agent": "client", "goal": "role"}
     assert client.post(RUNS_URL, body, format="json").status_code == 201
     membership_set(project=project_default(), user=operator, role="viewer")
@@ -111,7 +105,7 @@ def test_without_the_shared_cache_every_request_is_checked_in_the_database(opera
 
         add = get
 
-    client = _client(make_token(operator))
+    client = token_api(make_token(operator))
     assert _reads(client)[0] == 200
     monkeypatch.setattr(versions, "cache", Down())
     for _ in range(2):

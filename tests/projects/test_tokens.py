@@ -15,7 +15,7 @@ from audit.models import AuditEvent
 from projects.models import ApiToken
 from projects.services import project_default, token_rotate
 from runs.models import Run
-from testsupport.factories import PASSWORD, make_token, make_user
+from testsupport.factories import PASSWORD, make_token, make_user, token_api
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -23,23 +23,17 @@ pytestmark = pytest.mark.django_db
 RUNS = "/api/v1/runs/"
 
 
-def _api(token: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return client
-
-
 def test_a_revoked_token_is_refused(operator):
     token = make_token(operator)
-    assert _api(token).get(RUNS).status_code == 200
+    assert token_api(token).get(RUNS).status_code == 200
     ApiToken.objects.all().delete()
-    assert _api(token).get(RUNS).status_code == 401
+    assert token_api(token).get(RUNS).status_code == 401
 
 
 def test_an_expired_token_is_refused_and_removed(operator):
     token = make_token(operator, ttl_seconds=60)
     ApiToken.objects.update(expiry=timezone.now() - timedelta(seconds=1))
-    response = _api(token).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
+    response = token_api(token).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
     assert response.status_code == 401
     assert not ApiToken.objects.exists()
     assert not Run.objects.exists()
@@ -51,8 +45,8 @@ def test_rotation_replaces_a_token_at_once(operator):
     old = make_token(operator, name="ci", ttl_seconds=3600)
     stored = ApiToken.objects.get()
     new_token, new = token_rotate(token=stored)
-    assert _api(old).get(RUNS).status_code == 401
-    assert _api(new).get(RUNS).status_code == 200
+    assert token_api(old).get(RUNS).status_code == 401
+    assert token_api(new).get(RUNS).status_code == 200
     assert (new_token.name, new_token.project, new_token.user) == ("ci", stored.project, operator)
     lifetime = new_token.expiry - new_token.created
     assert timedelta(seconds=3599) < lifetime < timedelta(seconds=3601)
@@ -86,12 +80,12 @@ def test_guessing_tokens_is_throttled_per_address(operator, settings):
     settings.AGENTOPS_BAD_TOKENS_PER_MINUTE = 3
     good = make_token(operator)
     for _ in range(3):
-        assert _api("f" * 64).get(RUNS).status_code == 401
+        assert token_api("f" * 64).get(RUNS).status_code == 401
     with assert_unchanged():
-        response = _api(good).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
+        response = token_api(good).post(RUNS, {"agent": "client", "goal": "g"}, format="json")
     assert response.status_code == 429
     # Another address is not affected.
-    assert _api(good).get(RUNS, REMOTE_ADDR="10.0.0.9").status_code == 200
+    assert token_api(good).get(RUNS, REMOTE_ADDR="10.0.0.9").status_code == 200
 
 
 def test_anonymous_requests_are_throttled(seeded, monkeypatch):
@@ -141,7 +135,7 @@ def test_admin_shows_a_new_token_once_and_lists_only_its_prefix(operator, settin
     stored = ApiToken.objects.get(name="deploy bot")
     messages = [str(m) for m in response.context["messages"]]
     text = next(m.split("The token is ")[1].split(" ")[0] for m in messages if "token is" in m)
-    assert _api(text).get(RUNS).status_code == 200
+    assert token_api(text).get(RUNS).status_code == 200
     listing = client.get("/admin/projects/apitoken/").content.decode()
     assert stored.token_key in listing
     assert text not in listing
@@ -173,6 +167,6 @@ def test_admin_rotates_a_token_and_shows_the_new_one_once(operator):
     )
     messages = [str(m) for m in response.context["messages"]]
     new = next(m.split("the new token is ")[1].split(" ")[0] for m in messages if "new token" in m)
-    assert _api(old).get(RUNS).status_code == 401
-    assert _api(new).get(RUNS).status_code == 200
+    assert token_api(old).get(RUNS).status_code == 401
+    assert token_api(new).get(RUNS).status_code == 200
     assert ApiToken.objects.get().name == "ci"

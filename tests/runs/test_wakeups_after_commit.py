@@ -11,13 +11,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from agentops.actors import Actor
 from runs import recovery, wakeups
 from runs.models import Run
 from runs.statuses import RunStatus
-from testsupport.factories import make_token
+from testsupport.factories import make_token, token_api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,8 +57,7 @@ def sender() -> Iterator[None]:
 def test_a_run_created_while_the_broker_is_down_is_answered_and_started_later(
     operator, caplog, settings
 ):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {make_token(operator)}")
+    client = token_api(make_token(operator))
     client.raise_request_exception = False
     wakeups.install(BrokerDown())
     with caplog.at_level(logging.ERROR):
