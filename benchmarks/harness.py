@@ -169,15 +169,11 @@ def render_table(rows: Iterable[Row]) -> str:
 HOST = "host"
 HOST_FIGURES = [
     Figure(
-        "reference_before",
-        "pure-Python reference loop (10,000,000 integer additions), before the benchmarks",
+        f"reference_{when}",
+        f"pure-Python reference loop (10,000,000 integer additions), {when} the benchmarks",
         "ms",
-    ),
-    Figure(
-        "reference_after",
-        "pure-Python reference loop (10,000,000 integer additions), after the benchmarks",
-        "ms",
-    ),
+    )
+    for when in ("before", "after")
 ]
 REFERENCE_ADDITIONS = 10_000_000
 
