@@ -5,13 +5,14 @@ from datetime import datetime
 
 import pytest
 from django.db import connection, transaction
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
 from agentops import rows
 from agentops.actors import Actor
 from runs.control.create import run_create
-from runs.models import Checkpoint, Run, Step, StepStatus
+from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +37,44 @@ def test_a_selected_row_equals_the_orm_instance(run):
     assert isinstance(loaded.run_id, uuid.UUID)
     assert isinstance(loaded.created_at, datetime)
     assert loaded.created_at.tzinfo is not None
+
+
+def _instance_state(obj):
+    found = {k: v for k, v in obj.__dict__.items() if k not in ("_state", rows._LOADED)}
+    return found, (obj._state.adding, obj._state.db)
+
+
+@pytest.mark.parametrize("model", [Run, Step, StepAttempt, Checkpoint, ToolCall])
+def test_instances_are_built_as_from_db_builds_them(model, run):
+    from agentops.actors import Actor as A
+    from runs.executor.entry import run_advance
+
+    run_advance(run_id=run.pk, actor=A.worker(), execute=True)
+    table = rows._table(model)
+    found = rows.fetch(f"SELECT {rows.column_list(model)} FROM {table.name}", [])  # noqa: S608
+    assert found, model
+    built = rows.instances(model, found)
+    db = connection
+    for row, obj in zip(found, built, strict=True):
+        values = rows._converted(table, row, db)
+        expected = model.from_db(db.alias, table.attnames, values)
+        assert _instance_state(obj) == _instance_state(expected)
+        assert type(obj) is model
+
+
+def test_instances_call_the_init_receivers_of_a_model_that_has_them(run):
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append((sender, instance.pk))
+
+    post_init.connect(receiver, sender=Step)
+    try:
+        loaded = rows.select(Step, "run_id = %s", [run.pk], order_by='"index"')
+    finally:
+        post_init.disconnect(receiver, sender=Step)
+    assert len(loaded) == 2
+    assert seen == [(Step, step.pk) for step in loaded]
 
 
 def test_select_orders_limits_and_finds_nothing_without_error(run):
