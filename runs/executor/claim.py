@@ -44,7 +44,7 @@ def claim_locked(
     rows.insert(
         [
             StepAttempt(
-                step=step,
+                step_id=step.pk,
                 number=step.attempts,
                 status=AttemptStatus.RUNNING,
                 worker=actor.id,

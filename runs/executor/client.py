@@ -288,6 +288,7 @@ def _succeed_locked(
         run, index=step.index, tool=step.tool, result=result
     )
     rows.insert(
-        [Checkpoint(run=run, step=step, index=step.index, state=run.state)], returning=False
+        [Checkpoint(run_id=run.pk, step_id=step.pk, index=step.index, state=run.state)],
+        returning=False,
     )
     save_run(run)

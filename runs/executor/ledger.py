@@ -26,8 +26,8 @@ def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     attempt; returns (``CALL`` | ``REPLAY`` | ``LEDGER`` | ``UNKNOWN``, the recorded result
     for ``LEDGER``). The caller holds the step's row lock."""
     fields = {
-        "run": run,
-        "step": step,
+        "run_id": run.pk,
+        "step_id": step.pk,
         "tool": step.tool,
         "status": CallStatus.STARTED,
         "attempt": step.attempts,

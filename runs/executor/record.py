@@ -243,7 +243,8 @@ def record_outcome(
             run, index=step.index, tool=step.tool, result=outcome.result
         )
         rows.insert(
-            [Checkpoint(run=run, step=step, index=step.index, state=run.state)], returning=False
+            [Checkpoint(run_id=run.pk, step_id=step.pk, index=step.index, state=run.state)],
+            returning=False,
         )
         save_run(run)
         return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
