@@ -5,11 +5,13 @@ on a 2-core machine, two to three times what the statement itself costs; a step 
 of them, so the services that claim steps, record their outcomes and advance runs read and
 write their rows here instead (figures: ``benchmarks/README.md``, "throughput").
 
-Rows are still model instances: loaded through ``Model.from_db`` with each field's own database
-converters, changed only by their FSM transitions, and written back column by column with each
-field's own adaptation (``get_db_prep_save``, ``pre_save`` for ``auto_now`` fields; skipped
-where it would return the value as it is: ``agentops.adapt``), so JSON, UUIDs and datetimes
-mean the same as through the ORM, on PostgreSQL and on the SQLite of a quick local start.
+Rows are still model instances: loaded as ``Model.from_db`` loads them (without
+``Model.__init__`` when no receiver listens to the model's init signals: ``_built``), with each
+field's own database converters, changed only by their FSM transitions, and written back
+column by column with each field's own adaptation (``get_db_prep_save``, ``pre_save`` for
+``auto_now`` fields; skipped where it would return the value as it is: ``agentops.adapt``), so
+JSON, UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of
+a quick local start.
 An instance loaded here writes back only the fields whose values differ from the row it was
 loaded from. The SQL of each statement shape is built once per process.
 Every write names a guard (the status or version the row was read with, like django-fsm's
