@@ -21,9 +21,10 @@ BEFORE = [("runs", "0004_retention_policies"), ("approvals", "0002_default_risk_
 
 
 def _latest() -> list[tuple[str, str]]:
-    # Forward to the newest migrations: the models the test reads with are today's.
-    graph = MigrationExecutor(connection).loader.graph
-    return [node for node in graph.leaf_nodes() if node[0] in ("runs", "approvals")]
+    # Forward to every app's newest migration: the models the test reads with are today's,
+    # and going back to BEFORE also unapplied the migrations of the apps that depend on runs
+    # (the gateway's tables), which the tests after this one need.
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def _migrate(targets: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
