@@ -139,14 +139,23 @@ def width(model: type[Model]) -> int:
     return len(_table(model).attnames)
 
 
+# The ``__init__`` methods ``_built`` stands in for: Django's, and django-fsm's, which adds the
+# record of the loaded statuses.
+_PLAIN_INITS = (Model.__init__, ConcurrentTransitionMixin.__init__)
+
+
 def _built(model: type[M], alias: str, attnames: list[str], values: list[Any]) -> M:
     """``model.from_db(alias, attnames, values)`` for a row of every concrete field, without
     ``Model.__init__`` when no receiver listens to the model's ``pre_init`` or ``post_init``:
     the values go straight into the instance's ``__dict__``, where ``__init__`` would put
     them through each field's descriptor one by one (about a tenth of an executed step's
     Python). django-fsm's record of the loaded statuses is made as its own ``__init__``
-    makes it."""
-    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+    makes it. A model whose ``__init__`` is its own goes through it."""
+    if (
+        model.__init__ not in _PLAIN_INITS
+        or pre_init.has_listeners(model)
+        or post_init.has_listeners(model)
+    ):
         return model.from_db(alias, attnames, values)
     obj = model.__new__(model)
     state = obj._state = ModelState()

@@ -77,6 +77,24 @@ def test_instances_call_the_init_receivers_of_a_model_that_has_them(run):
     assert seen == [(Step, step.pk) for step in loaded]
 
 
+class StepWithInit(Step):
+    """A proxy of Step whose ``__init__`` does more than Django's."""
+
+    class Meta:
+        proxy = True
+        app_label = "runs"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.built_by_init = True
+
+
+def test_instances_go_through_a_models_own_init(run):
+    loaded = rows.select(StepWithInit, "run_id = %s", [run.pk], order_by='"index"')
+    assert [step.index for step in loaded] == [0, 1]
+    assert all(step.built_by_init for step in loaded)
+
+
 def test_select_orders_limits_and_finds_nothing_without_error(run):
     found = rows.select(Step, "run_id = %s", [run.pk], order_by='"index" DESC', limit=1)
     assert [s.index for s in found] == [1]
