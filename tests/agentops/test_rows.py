@@ -12,6 +12,7 @@ from django_fsm import ConcurrentTransition
 from agentops import rows
 from agentops.actors import Actor
 from runs.control.create import run_create
+from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -46,18 +47,15 @@ def _instance_state(obj):
 
 @pytest.mark.parametrize("model", [Run, Step, StepAttempt, Checkpoint, ToolCall])
 def test_instances_are_built_as_from_db_builds_them(model, run):
-    from agentops.actors import Actor as A
-    from runs.executor.entry import run_advance
-
-    run_advance(run_id=run.pk, actor=A.worker(), execute=True)
+    # Executed, so that the run has rows of every model on the hot path.
+    run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     table = rows._table(model)
     found = rows.fetch(f"SELECT {rows.column_list(model)} FROM {table.name}", [])  # noqa: S608
     assert found, model
     built = rows.instances(model, found)
-    db = connection
     for row, obj in zip(found, built, strict=True):
-        values = rows._converted(table, row, db)
-        expected = model.from_db(db.alias, table.attnames, values)
+        values = rows._converted(table, row, connection)
+        expected = model.from_db(connection.alias, table.attnames, values)
         assert _instance_state(obj) == _instance_state(expected)
         assert type(obj) is model
 
