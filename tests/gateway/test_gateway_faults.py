@@ -109,12 +109,10 @@ def test_a_call_repeated_while_it_waits_for_approval_is_the_same_call(
 
 def _terminate_connections(keep: int) -> int:
     """Terminate every connection to the test database but ``keep`` (a backend pid) and this
-    function's own, and wait until they are gone; returns how many there were."""
+    function's own, and wait until those are gone; returns how many there were. Connections
+    opened after (the server's replacement, any other process of the test run) are left
+    alone: waiting for none at all would wait for whatever reconnects meanwhile."""
     params = connection.settings_dict
-    others = (
-        "FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid NOT IN (pg_backend_pid(), %s)"
-    )
     with psycopg.connect(
         dbname=params["NAME"],
         user=params["USER"],
@@ -122,11 +120,18 @@ def _terminate_connections(keep: int) -> int:
         port=params["PORT"] or None,
         autocommit=True,
     ) as own:
-        row = own.execute(
-            f"SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) {others}", [keep]
-        ).fetchone()
-        _wait(lambda: own.execute(f"SELECT count(*) = 0 {others}", [keep]).fetchone() == (True,))
-    return int(row[0]) if row else 0
+        others = own.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid NOT IN (pg_backend_pid(), %s)",
+            [keep],
+        ).fetchall()
+        terminate = "SELECT pg_terminate_backend(%s)"
+        terminated = [
+            pid for (pid,) in others if own.execute(terminate, [pid]).fetchone() == (True,)
+        ]
+        gone = "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = ANY(%s)"
+        _wait(lambda: own.execute(gone, [terminated]).fetchone() == (True,))
+    return len(terminated)
 
 
 def _succeeded() -> int:
