@@ -269,6 +269,23 @@ class Batch:
 
         return read
 
+    def expect_later(self, sql: str, params: Sequence[Any], error: Exception) -> None:
+        """Send a check that the SELECT ``sql`` (``%s`` parameters) finds exactly one row,
+        without waiting: the database fails the check's statement otherwise
+        (``agentops_expect_one``), so the transaction can never commit, and the next sync
+        raises ``error``. A check whose SELECT locks rows (``FOR UPDATE``) takes them before
+        the statements sent after it run, in the order the SELECT names them.
+
+        Raises:
+            RuntimeError: the batch is not pipelined (SQLite runs each statement at once:
+                read the rows and compare them instead).
+        """
+        if self._pipeline is None:
+            raise RuntimeError("expect_later needs a pipelined batch")
+        check = f"SELECT agentops_expect_one((SELECT count(*) FROM ({sql}) AS found), %s)"  # noqa: S608
+        self.queue(check, [*params, len(self._checks)])
+        self._checks.append(error)
+
     def _failed_check(self, error: DatabaseError) -> Exception:
         """The ``expect_one`` error of the guarded write whose check failed ``error``, or
         ``error`` itself when no check failed it."""

@@ -16,6 +16,7 @@ from runs import wakeups
 from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
 from tests.agentops.costs import client_call, recorded_run
+from testsupport.roundtrips import round_trips
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,6 +113,47 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
     assert Step.objects.get(pk=first.pk).status == StepStatus.QUEUED
 
 
+class Stale(Exception):
+    """The error of a failed check."""
+
+
+def test_a_failed_check_fails_the_commit_in_the_same_round_trip_and_writes_nothing(run):
+    first = run.steps.order_by("index").first()
+
+    def check_then_insert() -> None:
+        with audited_atomic(pipelined=True):
+            batch = pipeline.current_batch()
+            assert batch is not None
+            batch.expect_later(
+                "SELECT 1 FROM runs_step WHERE id = %s AND status = %s",
+                [first.pk, StepStatus.QUEUED],  # it is pending
+                Stale("not queued"),
+            )
+            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+
+    connection.ensure_connection()
+    with round_trips(connection) as trips, pytest.raises(Stale):
+        check_then_insert()
+    # The COMMIT went with the check: only the database's own check kept the INSERT out.
+    assert trips.commits == 1
+    assert checkpoints_seen_by_others(run) == 0
+    assert connection_is_idle()
+
+
+def test_a_check_that_holds_lets_the_writes_commit(run):
+    first = run.steps.order_by("index").first()
+    with audited_atomic(pipelined=True):
+        batch = pipeline.current_batch()
+        assert batch is not None
+        batch.expect_later(
+            "SELECT 1 FROM runs_step WHERE id = %s AND status = %s FOR UPDATE",
+            [first.pk, StepStatus.PENDING],
+            Stale("not pending"),
+        )
+        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+    assert checkpoints_seen_by_others(run) == 1
+
+
 def test_an_error_in_the_block_rolls_the_transaction_back(run):
     step = run.steps.order_by("index").first()
 
@@ -153,14 +195,15 @@ def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
     assert connection_is_idle()
 
 
-def test_a_recorded_step_costs_two_round_trips_and_one_commit(monkeypatch):
-    """Each step after the first: BEGIN with the locks and reads; the writes, the audit
-    events, the next step's claim and the COMMIT."""
+def test_a_recorded_step_costs_one_round_trip_and_one_commit(monkeypatch):
+    """Each step after the second: BEGIN, the check of what the claim's transaction left, the
+    writes, the audit events, the next step's claim, what the next transaction needs and the
+    COMMIT, in one round trip."""
     monkeypatch.setattr(settings, "AGENTOPS_CLAIM_NEXT_SECONDS", 60)
     # No wake-up reaches the (eager) tasks: this test's worker runs each run from its start.
     monkeypatch.setattr(wakeups, "_installed", [Silent()])
     short, long = recorded_run(11), recorded_run(21)
-    assert (long.count - short.count, long.commits - short.commits) == (2 * 10, 10)
+    assert (long.count - short.count, long.commits - short.commits) == (10, 10)
 
 
 def test_a_client_step_appended_and_reported_costs_four_round_trips(operator):
