@@ -28,6 +28,7 @@ dozen of each.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -182,6 +183,27 @@ def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
     return objs
 
 
+def mark_saved(obj: Model) -> None:
+    """Record that the row of ``obj`` now holds the instance's values (a transaction that
+    wrote them has committed): a later ``update`` of it writes only what changes after this.
+    Its JSON values are copied, so that changing them in place later counts as a change."""
+    table = _table(type(obj))
+    values = [getattr(obj, attname) for attname in table.attnames]
+    copies = [copy.deepcopy(v) if isinstance(v, (dict, list)) else v for v in values]
+    obj.__dict__[_LOADED] = (None, copies)
+
+
+def clone(obj: M) -> M:
+    """A separate instance with the same values as ``obj`` (JSON values shared, not copied:
+    assign new ones rather than change them in place) and the same record of what its row
+    holds, for changes that may be given up without touching ``obj``."""
+    twin = type(obj).__new__(type(obj))
+    twin.__dict__.update(obj.__dict__)
+    state = twin._state = ModelState()
+    state.adding, state.db = obj._state.adding, obj._state.db
+    return twin
+
+
 def _same(a: Any, b: Any) -> bool:
     """Whether two JSON values are the same JSON (``1``, ``1.0`` and ``true`` differ, as they
     do in PostgreSQL's jsonb, though Python holds them equal)."""
@@ -207,10 +229,13 @@ def _changed(obj: Model, table: _Table, names: Sequence[str]) -> list[str]:
         i = table.index[name]
         now = getattr(obj, table.attnames[i])
         if isinstance(values[i], (dict, list)):
-            # The loaded object may have been changed in place: convert the row's value again.
-            was = row[i]
-            for convert in table.converter_of[i][1]:
-                was = convert(was, table.converter_of[i][0], db)
+            # The loaded object may have been changed in place: convert the row's value again
+            # (``mark_saved`` keeps a copy instead).
+            was = values[i]
+            if row is not None:
+                was = row[i]
+                for convert in table.converter_of[i][1]:
+                    was = convert(was, table.converter_of[i][0], db)
             if not _same(now, was):
                 changed.append(name)
         elif now != values[i] or type(now) is not type(values[i]):

@@ -115,6 +115,50 @@ def test_update_writes_the_declared_fields_and_updated_at_only(run):
     step.save()
 
 
+def test_after_mark_saved_an_update_writes_only_what_changed_since(run):
+    step = rows.get(Step, run.steps.first().pk)
+    step.enqueue()
+    with transaction.atomic():
+        rows.update(step, guard={"status": StepStatus.PENDING})
+    rows.mark_saved(step)
+    # Changed by someone else after the save: the next update, which does not change it,
+    # keeps theirs (without the record it would write back the instance's "").
+    Step.objects.filter(pk=step.pk).update(lease_owner="someone")
+    step.result = {"kept": True}
+    with transaction.atomic():
+        rows.update(step, guard={"status": StepStatus.QUEUED})
+    stored = Step.objects.get(pk=step.pk)
+    assert (stored.lease_owner, stored.result) == ("someone", {"kept": True})
+
+
+def test_after_mark_saved_a_json_value_changed_in_place_is_written(run):
+    step = rows.get(Step, run.steps.first().pk)
+    step.result = {"n": [1]}
+    with transaction.atomic():
+        rows.update(step, guard={"status": StepStatus.PENDING})
+    rows.mark_saved(step)
+    step.result["n"].append(2)
+    with transaction.atomic():
+        rows.update(step, guard={"status": StepStatus.PENDING})
+    assert Step.objects.get(pk=step.pk).result == {"n": [1, 2]}
+
+
+def test_a_clone_changes_without_its_original(run):
+    step = rows.get(Step, run.steps.first().pk)
+    twin = rows.clone(step)
+    twin.enqueue()
+    twin.lease_owner = "twin"
+    assert (step.status, step.lease_owner) == (StepStatus.PENDING, "")
+    assert twin._state is not step._state
+    with transaction.atomic():
+        rows.update(twin, guard={"status": StepStatus.PENDING})
+    # The original still writes as the row was loaded: its own change, guarded by "pending".
+    step.enqueue()
+    with pytest.raises(ConcurrentTransition):
+        rows.update(step, guard={"status": StepStatus.PENDING})
+    assert Step.objects.get(pk=step.pk).lease_owner == "twin"
+
+
 def test_update_refuses_a_row_changed_since_it_was_read(run):
     step = rows.get(Step, run.steps.first().pk)
     Step.objects.filter(pk=step.pk).update(status=StepStatus.SKIPPED)
