@@ -69,13 +69,16 @@ def _read_heads(chains: list[str]) -> dict[str, tuple[int, int, str]]:
     return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in found}
 
 
-def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> None:
+def _write(
+    events: list[AuditEvent], prefetched: _Prefetched | None
+) -> dict[str, tuple[int, int, str]]:
     """Chain, hash and insert ``events`` (in order) and move their chains' heads, then publish
     them after commit: one read of the chains' heads (locking them), one INSERT and one upsert
     per chain, through ``agentops.rows`` (this runs in every transaction of the executor).
     With ``prefetched`` (``audit_prefetch``), the heads it read and the event ids it reserved
     are used instead of reading them here; inside a batch the INSERT and upserts are then only
-    queued, and checked before the commit.
+    queued, and checked before the commit. Returns each chain's new head as (events, last
+    event id, last hash).
 
     Raises:
         ChainMoved: another transaction moved a chain's head since it was read (a chain that
@@ -103,8 +106,10 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> None:
         last[event.chain] = event
         counts[event.chain] += 1
     rows.insert(events, returning=not reserved)
+    moved: dict[str, tuple[int, int, str]] = {}
     for chain in chains:
         newest, count = last[chain], counts[chain]
+        moved[chain] = (count, newest.pk, newest.hash)
         signature = head_signature(chain, count, newest.pk, newest.hash)
         rows.execute(
             _UPSERT_HEAD,
@@ -114,6 +119,7 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> None:
             expect_one=ChainMoved(f"audit chain {chain} moved while this transaction wrote it"),
         )
     publish_on_commit(events)
+    return moved
 
 
 @dataclass
@@ -177,8 +183,26 @@ def audit_prefetched(*, chain: str, head: tuple[int, int, str] | None, ids: list
     _buffer.prefetched = _Prefetched([chain], lambda: heads, lambda: reserved)
 
 
+def audit_reserve_ids_later(count: int) -> Callable[[], list[int]]:
+    """Inside a pipelined batch (PostgreSQL): queue the reservation of ``count`` event ids
+    for a later transaction's events (``audit_prefetched``); returns the function that reads
+    them once the batch has synced or closed. Reserve them while holding the lock of the
+    chain they are for (its head's, taken by this transaction): that chain's later writers
+    then reserve larger ids, so its events still commit in id order. Ids never used are
+    skipped (ids are increasing, not contiguous).
+
+    Raises:
+        RuntimeError: no pipelined batch is open.
+    """
+    batch = current_batch()
+    if batch is None or not batch.pipelined:
+        raise RuntimeError("audit_reserve_ids_later needs a pipelined batch")
+    read = batch.fetch_later(_RESERVE_IDS, [count])
+    return lambda: [key for (key,) in read()]
+
+
 @contextmanager
-def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
+def audited_atomic(*, pipelined: bool = False) -> Iterator[dict[str, tuple[int, int, str]]]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
     before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
     instead of all of them per event.
@@ -191,26 +215,31 @@ def audited_atomic(*, pipelined: bool = False) -> Iterator[None]:
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
+
+    Yields the heads the block's events move their chains to (chain → (events, last event
+    id, last hash)), filled as the outermost block writes them, before it commits; a nested
+    block's stays empty.
     """
     if _buffer.events is not None:
         with transaction.atomic():
-            yield
+            yield {}
         return
     _buffer.events = []
     # The outermost block's batch also carries its transaction's BEGIN and COMMIT.
     outermost = not connection.in_atomic_block
+    moved: dict[str, tuple[int, int, str]] = {}
     try:
         with (
             transaction.atomic(),
             pipeline.batch(transaction=outermost) if pipelined else nullcontext(),
         ):
-            yield
+            yield moved
             # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
             # events of their own must start their own block, not join this finished one.
             events, _buffer.events = _buffer.events, None
             prefetched, _buffer.prefetched = _buffer.prefetched, None
             if events:
-                _write(events, prefetched)
+                moved.update(_write(events, prefetched))
     finally:
         _buffer.events = None
         _buffer.prefetched = None
