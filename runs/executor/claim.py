@@ -20,13 +20,29 @@ from runs.transitions import lock_run_of_step, lock_step, record_transition, sav
 
 
 @dataclass
+class Ahead:
+    """What the transaction that claimed a step left as it committed, for the transaction
+    that records the step's outcome (``runs.executor.record``), which then checks it instead
+    of reading it: the run (``version`` as committed), the run's first open step after the
+    claimed one as it was then (``[]``: none), the run's audit chain head (events, last event
+    id, last hash) and event ids reserved for that chain."""
+
+    run: Run
+    upcoming: list[Step]
+    head: tuple[int, int, str]
+    ids: list[int]
+
+
+@dataclass
 class Claim:
     """A claimed step and how to get its outcome (``runs.executor.ledger``: ``CALL``,
-    ``REPLAY``, ``LEDGER`` with the ``ledger_result``, or ``UNKNOWN``)."""
+    ``REPLAY``, ``LEDGER`` with the ``ledger_result``, or ``UNKNOWN``); ``ahead``, when the
+    claiming transaction left what recording the outcome needs (``Ahead``)."""
 
     step: Step
     plan: str
     ledger_result: Any = None
+    ahead: Ahead | None = None
 
 
 def claim_locked(

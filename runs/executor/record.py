@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -19,11 +20,16 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.pipeline import current_batch
 from audit.models import AuditChainHead, run_chain
-from audit.services import audit_prefetch, audit_prefetched, audited_atomic
+from audit.services import (
+    audit_prefetch,
+    audit_prefetched,
+    audit_reserve_ids_later,
+    audited_atomic,
+)
 from runs.agents import agent_for
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
-from runs.executor.claim import Claim, step_heartbeat
+from runs.executor.claim import Ahead, Claim, step_heartbeat
 from runs.executor.finish import fail_run_locked
 from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.models import Checkpoint, Run, Step, StepAttempt
@@ -33,6 +39,9 @@ from runs.transitions import record_transition, save_run, save_step, status_in
 from runs.wakeups import retry_step_on_commit
 
 logger = logging.getLogger(__name__)
+
+# A transaction's new audit chain heads: chain → (events, last event id, last hash).
+Moved = dict[str, tuple[int, int, str]]
 
 # Attempts at recording an outcome after the database connection dropped.
 RECORD_RETRIES = 3
@@ -160,6 +169,72 @@ CROSS JOIN LATERAL (
 """  # noqa: S608
 
 
+class StaleAhead(Exception):
+    """What a claim's transaction left for recording its outcome (``Ahead``) no longer holds:
+    another transaction changed the run, the claimed step, the run's next open step or its
+    audit chain since. The recording transaction rolls back and runs again, reading them."""
+
+
+@cache
+def _ahead_check_sql() -> str:
+    """The check of a claim's ``Ahead`` as one SELECT (PostgreSQL) that finds one row only if
+    the run still has the version the claim committed, the claimed step is still running its
+    attempt, the run's first other open step is still the one (with the status and
+    ``updated_at``) read then, or still none, and the run's audit chain head is still the one
+    the claim wrote. It takes the same locks as ``_record_reads_sql``, in the same order."""
+    run_table, step_table = Run._meta.db_table, Step._meta.db_table
+    return f"""
+SELECT 1
+FROM (SELECT id, version FROM {run_table} WHERE id = %s FOR UPDATE) r
+CROSS JOIN LATERAL (
+    SELECT id, run_id, status, attempts FROM {step_table} WHERE id = %s AND run_id = r.id
+    FOR UPDATE
+) s
+LEFT JOIN LATERAL (
+    SELECT id, run_id, status, updated_at FROM {step_table}
+    WHERE run_id = s.run_id AND {status_in(OPEN_STEP_STATUSES)} AND id <> s.id
+    ORDER BY "index" LIMIT 1 FOR UPDATE
+) n ON true
+LEFT JOIN LATERAL (
+    SELECT events, last_event_id FROM {AuditChainHead._meta.db_table}
+    WHERE chain = 'run:' || COALESCE(n.run_id, s.run_id)::text FOR UPDATE
+) h ON true
+WHERE r.version = %s AND s.status = '{StepStatus.RUNNING}' AND s.attempts = %s
+    AND n.id IS NOT DISTINCT FROM %s AND n.status IS NOT DISTINCT FROM %s
+    AND n.updated_at IS NOT DISTINCT FROM %s
+    AND h.events = %s AND h.last_event_id = %s
+"""  # noqa: S608
+
+
+def _check_ahead(claim: Claim, ahead: Ahead) -> tuple[Run, Step, list[Step]]:
+    """Send the check of ``ahead`` (``_ahead_check_sql``) without waiting for it, and take
+    what it stands for as read: the run, a copy of the claimed step (``claim.step`` stays as
+    it was, for the transaction that runs again if the check fails) and the next open step;
+    the chain head and the reserved event ids go to the audit writer. The commit fails with
+    ``StaleAhead`` when the check found no row."""
+    batch = current_batch()
+    assert batch is not None  # inside audited_atomic(pipelined=True)
+    run, step = ahead.run, claim.step
+    upcoming = ahead.upcoming[0] if ahead.upcoming else None
+    batch.expect_later(
+        _ahead_check_sql(),
+        [
+            run.pk,
+            step.pk,
+            run.version,
+            step.attempts,
+            upcoming.pk if upcoming else None,
+            upcoming.status if upcoming else None,
+            upcoming.updated_at if upcoming else None,
+            ahead.head[0],
+            ahead.head[1],
+        ],
+        StaleAhead(f"run {run.pk} changed since step {step.pk} was claimed"),
+    )
+    audit_prefetched(chain=run_chain(run.pk), head=ahead.head, ids=ahead.ids)
+    return run, rows.clone(step), ahead.upcoming
+
+
 def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
     """Lock the claimed step's run, the step and the run's first other open step, and read
     the audit chain's head and reserve event ids, in one round trip (one statement on
@@ -202,52 +277,120 @@ def record_outcome(
     ``claim_next``, claim the run's next step for ``actor`` if it can run at once.
 
     The transaction is pipelined (``audited_atomic(pipelined=True)``): its locks and reads
-    are one round trip, its writes and audit events a second, the commit a third."""
-    with audited_atomic(pipelined=True):
-        run, step, upcoming = _lock_for_record(claim)
-        now = timezone.now()
-        ledger_settle(claim.step, claim.plan, outcome, now)
-        rows.write_where(
-            StepAttempt,
-            {
-                "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
-                "finished_at": now,
-                "duration_ms": outcome.duration_ms,
-                "error": outcome.error,
-            },
-            {"step_id": step.pk, "number": claim.step.attempts},
-        )
-        if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
-            # Cancelled, or recovered by the sweeper, while the tool ran: the attempt and any
-            # effect are on record above, but this outcome no longer moves the step.
+    are one round trip, its writes, audit events and COMMIT a second. When the claim's own
+    transaction left what this one reads (``claim.ahead``, PostgreSQL), the reads are
+    replaced by a check of it sent with the writes: one round trip in all. If the check
+    fails (another transaction changed the run, the step, the next step or the chain
+    meanwhile), nothing is written and the transaction runs again with its reads. A claim
+    this transaction makes carries its own ``ahead``."""
+    ahead, claim.ahead = claim.ahead, None
+    if ahead is not None:
+        try:
+            return _record(claim, outcome, actor, claim_next, ahead)
+        except StaleAhead:
+            logger.debug("run of step %s changed since its claim; reading it", claim.step.pk)
+    return _record(claim, outcome, actor, claim_next, None)
+
+
+def _record(
+    claim: Claim, outcome: Outcome, actor: Actor, claim_next: bool, ahead: Ahead | None
+) -> Claim | None:
+    with audited_atomic(pipelined=True) as moved:
+        if ahead is None:
+            run, step, upcoming = _lock_for_record(claim)
+        else:
+            run, step, upcoming = _check_ahead(claim, ahead)
+        claimed = _record_locked(claim, outcome, actor, claim_next, run, step, upcoming)
+        leave = _leave_ahead(run, claimed)
+    if leave is not None and claimed is not None:
+        claimed.ahead = leave(moved)
+    return claimed
+
+
+def _leave_ahead(run: Run, claimed: Claim | None) -> Callable[[Moved], Ahead | None] | None:
+    """Inside the recording transaction (pipelined), once its writes are made: when it
+    claimed a step, queue what the next recording transaction needs (the run's first open
+    step after the claimed one, event ids reserved under the chain's lock); returns the
+    function that, after the commit, makes the claim's ``Ahead`` of them (None: no chain
+    head was written)."""
+    batch = current_batch()
+    if claimed is None or batch is None or not batch.pipelined:
+        return None
+    read_next = rows.select_later(
+        Step,
+        f"run_id = %s AND {status_in(OPEN_STEP_STATUSES)} AND id <> %s",
+        [run.pk, claimed.step.pk],
+        order_by='"index"',
+        limit=1,
+    )
+    read_ids = audit_reserve_ids_later(_USUAL_EVENTS)
+
+    def leave(moved: Moved) -> Ahead | None:
+        head = moved.get(run_chain(run.pk))
+        if head is None:
             return None
-        run.duration_ms += outcome.duration_ms
-        if not outcome.ok:
-            fail_or_retry(run, step, outcome.error or {}, actor, now)
-            return None
-        # A result in the tool's error form completes the step all the same (the agent gets
-        # the answer), marked a tool error.
-        tool_error = tool_error_of(step.tool, outcome.result)
-        step.succeed(result=outcome.result, now=now, tool_error=tool_error)
-        save_step(step, status_was=StepStatus.RUNNING)
-        record_transition(
-            actor,
-            step,
-            StepStatus.RUNNING,
-            attempt=step.attempts,
-            duration_ms=outcome.duration_ms,
-            from_ledger=outcome.from_ledger,
-            **tool_error_mark(tool_error),
-        )
-        run.state = agent_for(run.agent).checkpoint_state(
-            run, index=step.index, tool=step.tool, result=outcome.result
-        )
-        rows.insert(
-            [Checkpoint(run_id=run.pk, step_id=step.pk, index=step.index, state=run.state)],
-            returning=False,
-        )
-        save_run(run)
-        return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
+        # Committed: their rows hold what these instances hold.
+        rows.mark_saved(run)
+        rows.mark_saved(claimed.step)
+        return Ahead(run, read_next(), head, read_ids())
+
+    return leave
+
+
+def _record_locked(
+    claim: Claim,
+    outcome: Outcome,
+    actor: Actor,
+    claim_next: bool,
+    run: Run,
+    step: Step,
+    upcoming: list[Step],
+) -> Claim | None:
+    """The writes of ``record_outcome`` to the locked (or checked) ``run``, its claimed
+    ``step`` and its first other open step (``upcoming``)."""
+    now = timezone.now()
+    ledger_settle(claim.step, claim.plan, outcome, now)
+    rows.write_where(
+        StepAttempt,
+        {
+            "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
+            "finished_at": now,
+            "duration_ms": outcome.duration_ms,
+            "error": outcome.error,
+        },
+        {"step_id": step.pk, "number": claim.step.attempts},
+    )
+    if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
+        # Cancelled, or recovered by the sweeper, while the tool ran: the attempt and any
+        # effect are on record above, but this outcome no longer moves the step.
+        return None
+    run.duration_ms += outcome.duration_ms
+    if not outcome.ok:
+        fail_or_retry(run, step, outcome.error or {}, actor, now)
+        return None
+    # A result in the tool's error form completes the step all the same (the agent gets
+    # the answer), marked a tool error.
+    tool_error = tool_error_of(step.tool, outcome.result)
+    step.succeed(result=outcome.result, now=now, tool_error=tool_error)
+    save_step(step, status_was=StepStatus.RUNNING)
+    record_transition(
+        actor,
+        step,
+        StepStatus.RUNNING,
+        attempt=step.attempts,
+        duration_ms=outcome.duration_ms,
+        from_ledger=outcome.from_ledger,
+        **tool_error_mark(tool_error),
+    )
+    run.state = agent_for(run.agent).checkpoint_state(
+        run, index=step.index, tool=step.tool, result=outcome.result
+    )
+    rows.insert(
+        [Checkpoint(run_id=run.pk, step_id=step.pk, index=step.index, state=run.state)],
+        returning=False,
+    )
+    save_run(run)
+    return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
 
 
 def _record_with_retries(

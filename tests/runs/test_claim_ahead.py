@@ -1,0 +1,184 @@
+"""Recording an outcome checks what the claim's transaction left instead of reading it again
+(``runs.executor.record``, ``Ahead``): whatever another transaction changed while the tool ran
+(the run, its audit chain, its steps) sends the recording back to reading, and nothing of the
+change is lost or overwritten.
+
+The meddling tool runs at step 1, whose outcome is the first one recorded from what a claim
+left (step 0 was claimed by the run's start). It makes its change through its own database
+connection, as an operator or another process would, while no transaction of the worker is
+open.
+"""
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+
+from agentops.actors import Actor
+from audit.models import AuditEvent, run_chain
+from audit.selectors import chain_verify
+from audit.services import audit_record, audited_atomic
+from runs.control.create import run_create
+from runs.control.lifecycle import run_cancel
+from runs.executor.entry import run_advance
+from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus, ToolCall
+from runs.statuses import CallStatus
+from runs.tools import ToolContext, register
+from runs.transitions import lock_run, save_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MEDDLER = Actor.system("meddler")
+
+
+def _note(run_id: str) -> None:
+    with audited_atomic():
+        run = lock_run(run_id)
+        audit_record(
+            actor=MEDDLER,
+            verb="run.noted",
+            object_type="run",
+            object_id=run_id,
+            run_id=run.pk,
+            project_id=run.project_id,
+        )
+
+
+def _add_usage(run_id: str) -> None:
+    with audited_atomic():
+        run = lock_run(run_id)
+        run.usage_tokens += 42
+        save_run(run)
+
+
+def _cancel(run_id: str) -> None:
+    run_cancel(run_id=uuid.UUID(run_id), actor=MEDDLER, reason="meddled")
+
+
+def _take_over(run_id: str) -> None:
+    # What the sweeper and a second worker leave when this worker's lease has expired: the
+    # step running again, its next attempt held by the other worker (the run row untouched).
+    Step.objects.filter(run_id=run_id, index=1).update(
+        attempts=F("attempts") + 1, lease_owner="other:1"
+    )
+
+
+def _skip_next(run_id: str) -> None:
+    # The step after the running one leaves the open steps, as a status write through
+    # ``runs.transitions.save_step`` would (its ``updated_at`` moves with it).
+    Step.objects.filter(run_id=run_id, index=2).update(
+        status=StepStatus.SKIPPED, updated_at=timezone.now()
+    )
+
+
+CHANGES = {
+    "note": _note,
+    "usage": _add_usage,
+    "cancel": _cancel,
+    "take_over": _take_over,
+    "skip_next": _skip_next,
+}
+
+
+@register("test_meddle", description="Changes its own run while it runs (tests only).")
+def meddle(args: dict[str, Any], ctx: ToolContext) -> str:
+    try:
+        CHANGES[args["change"]](ctx.run_id)
+    finally:
+        connection.close()  # this tool thread's own connection
+    return args["change"]
+
+
+def meddled_run(operator: Any, change: str) -> Run:
+    echo = {"tool": "echo", "args": {"value": 1}}
+    run = run_create(
+        actor=Actor.for_user(operator),
+        agent="plan",
+        goal="meddled",
+        steps=[echo, {"tool": "test_meddle", "args": {"change": change}}, echo, echo],
+    )
+    run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
+    return Run.objects.get(pk=run.pk)
+
+
+def statuses(run: Run) -> list[str]:
+    return list(run.steps.order_by("index").values_list("status", flat=True))
+
+
+def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operator, settings):
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    run = meddled_run(operator, "note")
+    assert run.status == RunStatus.SUCCEEDED
+    assert statuses(run) == [StepStatus.SUCCEEDED] * 4
+    verbs = list(
+        AuditEvent.objects.filter(chain=run_chain(run.pk))
+        .order_by("id")
+        .values_list("verb", "object_id")
+    )
+    noted = verbs.index(("run.noted", str(run.pk)))
+    # Between step 1 starting and step 1 succeeding, in id order, which the chain verifies.
+    step_1 = str(run.steps.get(index=1).pk)
+    assert verbs.index(("step.running", step_1)) < noted < verbs.index(("step.succeeded", step_1))
+    assert chain_verify(run_chain(run.pk)).ok
+
+
+def test_a_change_to_the_run_meanwhile_is_kept(operator, settings):
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    run = meddled_run(operator, "usage")
+    assert run.status == RunStatus.SUCCEEDED
+    assert statuses(run) == [StepStatus.SUCCEEDED] * 4
+    assert run.usage_tokens == 42
+    assert run.state["completed_steps"] == 4
+    assert chain_verify(run_chain(run.pk)).ok
+
+
+def test_a_run_cancelled_meanwhile_runs_no_further_step(operator, settings):
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    run = meddled_run(operator, "cancel")
+    assert run.status == RunStatus.CANCELLED
+    assert statuses(run) == [
+        StepStatus.SUCCEEDED,
+        StepStatus.CANCELLED,
+        StepStatus.CANCELLED,
+        StepStatus.CANCELLED,
+    ]
+    # The call took effect: its ledger row says so, though its step no longer moves the run.
+    meddling = run.steps.get(index=1)
+    assert ToolCall.objects.get(idempotency_key=meddling.idempotency_key).status == (
+        CallStatus.SUCCEEDED
+    )
+    assert not ToolCall.objects.filter(step__run=run, step__index__gt=1).exists()
+    assert chain_verify(run_chain(run.pk)).ok
+
+
+def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, settings):
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    run = meddled_run(operator, "take_over")
+    assert run.status == RunStatus.RUNNING
+    assert statuses(run) == [
+        StepStatus.SUCCEEDED,
+        StepStatus.RUNNING,
+        StepStatus.PENDING,
+        StepStatus.PENDING,
+    ]
+    taken = run.steps.get(index=1)
+    assert (taken.attempts, taken.lease_owner, taken.result) == (2, "other:1", None)
+    # This worker's attempt is on record; the other worker's attempt owns the step's outcome.
+    assert StepAttempt.objects.get(step=taken, number=1).status == "succeeded"
+    assert chain_verify(run_chain(run.pk)).ok
+
+
+def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator, settings):
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    run = meddled_run(operator, "skip_next")
+    assert run.status == RunStatus.SUCCEEDED
+    assert statuses(run) == [
+        StepStatus.SUCCEEDED,
+        StepStatus.SUCCEEDED,
+        StepStatus.SKIPPED,
+        StepStatus.SUCCEEDED,
+    ]
+    assert not ToolCall.objects.filter(step__run=run, step__index=2).exists()
