@@ -7,7 +7,8 @@ sent as one statement of data-modifying CTEs when something else is sent or the 
 A guarded write (``expect_one``) is checked by the database itself, in the statement that
 makes it (``agentops_expect_one``, migration ``runs.0015``): a write that changed no row, or
 several, fails its statement, so the transaction can never commit it, even when the COMMIT
-travels in the same round trip.
+travels in the same round trip. A check of what was read earlier (``Batch.expect_later``: a
+SELECT that must find one row) fails the same way.
 
 A batch opened with ``transaction`` at the start of a transaction (the outermost
 ``transaction.atomic``) also sends that transaction's BEGIN with its first statements and its
