@@ -23,12 +23,14 @@ from runs.transitions import lock_run_of_step, lock_step, record_transition, sav
 class Ahead:
     """What the transaction that claimed a step left as it committed, for the transaction
     that records the step's outcome (``runs.executor.record``), which then checks it instead
-    of reading it: the run (``version`` as committed), the run's first open step after the
-    claimed one as it was then (``[]``: none), the run's audit chain head (events, last event
-    id, last hash) and event ids reserved for that chain."""
+    of reading it: the run (``version`` as committed); the run's open steps after the claimed
+    one, in order, as they were when read (``steps``: the first is the next to claim), and
+    whether they were all of them (``complete``); the run's audit chain head (events, last
+    event id, last hash) and event ids reserved for that chain, in order."""
 
     run: Run
-    upcoming: list[Step]
+    steps: list[Step]
+    complete: bool
     head: tuple[int, int, str]
     ids: list[int]
 

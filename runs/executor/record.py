@@ -136,6 +136,9 @@ def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now
 # Audit events of the usual step transaction: the step succeeded, the next one queued and
 # claimed (``audit_prefetch`` reserves their ids with the transaction's first reads).
 _USUAL_EVENTS = 3
+# Open steps read at once for the claims ahead (``_leave_ahead``): one read, and one
+# reservation of event ids, for this many steps of a run.
+_AHEAD_STEPS = 8
 
 
 @cache
@@ -215,7 +218,7 @@ def _check_ahead(claim: Claim, ahead: Ahead) -> tuple[Run, Step, list[Step]]:
     batch = current_batch()
     assert batch is not None  # inside audited_atomic(pipelined=True)
     run, step = ahead.run, claim.step
-    upcoming = ahead.upcoming[0] if ahead.upcoming else None
+    upcoming = ahead.steps[0] if ahead.steps else None
     batch.expect_later(
         _ahead_check_sql(),
         [
@@ -232,7 +235,7 @@ def _check_ahead(claim: Claim, ahead: Ahead) -> tuple[Run, Step, list[Step]]:
         StaleAhead(f"run {run.pk} changed since step {step.pk} was claimed"),
     )
     audit_prefetched(chain=run_chain(run.pk), head=ahead.head, ids=ahead.ids)
-    return run, rows.clone(step), ahead.upcoming
+    return run, rows.clone(step), ahead.steps[:1]
 
 
 def _lock_for_record(claim: Claim) -> tuple[Run, Step, list[Step]]:
@@ -301,40 +304,65 @@ def _record(
         else:
             run, step, upcoming = _check_ahead(claim, ahead)
         claimed = _record_locked(claim, outcome, actor, claim_next, run, step, upcoming)
-        leave = _leave_ahead(run, claimed)
+        leave = _leave_ahead(run, claimed, ahead)
     if leave is not None and claimed is not None:
         claimed.ahead = leave(moved)
     return claimed
 
 
-def _leave_ahead(run: Run, claimed: Claim | None) -> Callable[[Moved], Ahead | None] | None:
+def _leave_ahead(
+    run: Run, claimed: Claim | None, ahead: Ahead | None
+) -> Callable[[Moved], Ahead | None] | None:
     """Inside the recording transaction (pipelined), once its writes are made: when it
-    claimed a step, queue what the next recording transaction needs (the run's first open
-    step after the claimed one, event ids reserved under the chain's lock); returns the
-    function that, after the commit, makes the claim's ``Ahead`` of them (None: no chain
-    head was written)."""
+    claimed a step, what the next recording transaction needs. The rest of ``ahead`` (what
+    this transaction checked) serves while it holds the steps after the claimed one and event
+    ids; otherwise queue the reads: the run's next ``_AHEAD_STEPS`` open steps and event ids
+    for as many steps, reserved under the chain's lock. Returns the function that, after the
+    commit, makes the claim's ``Ahead`` (None: none can be made)."""
     batch = current_batch()
     if claimed is None or batch is None or not batch.pipelined:
         return None
-    read_next = rows.select_later(
+    chain = run_chain(run.pk)
+    if ahead is not None and ahead.steps and claimed.step is ahead.steps[0]:
+        rest, complete = ahead.steps[1:], ahead.complete
+        if rest or complete:
+
+            def carry_on(moved: Moved) -> Ahead | None:
+                head = moved.get(chain)
+                if head is None or len(moved) != 1:
+                    return None  # ids went to another chain's events too: read again
+                ids = ahead.ids[head[0] - ahead.head[0] :]
+                if len(ids) < _USUAL_EVENTS:
+                    return None
+                return _committed(run, claimed, Ahead(run, rest, complete, head, ids))
+
+            return carry_on
+    read_steps = rows.select_later(
         Step,
         f"run_id = %s AND {status_in(OPEN_STEP_STATUSES)} AND id <> %s",
         [run.pk, claimed.step.pk],
         order_by='"index"',
-        limit=1,
+        limit=_AHEAD_STEPS,
     )
-    read_ids = audit_reserve_ids_later(_USUAL_EVENTS)
+    read_ids = audit_reserve_ids_later(_USUAL_EVENTS * _AHEAD_STEPS)
 
-    def leave(moved: Moved) -> Ahead | None:
-        head = moved.get(run_chain(run.pk))
+    def read(moved: Moved) -> Ahead | None:
+        head = moved.get(chain)
         if head is None:
             return None
-        # Committed: their rows hold what these instances hold.
-        rows.mark_saved(run)
-        rows.mark_saved(claimed.step)
-        return Ahead(run, read_next(), head, read_ids())
+        steps = read_steps()
+        made = Ahead(run, steps, len(steps) < _AHEAD_STEPS, head, read_ids())
+        return _committed(run, claimed, made)
 
-    return leave
+    return read
+
+
+def _committed(run: Run, claimed: Claim, ahead: Ahead) -> Ahead:
+    """``ahead``, once the transaction that wrote ``run`` and claimed ``claimed`` committed:
+    their rows now hold what the two instances hold."""
+    rows.mark_saved(run)
+    rows.mark_saved(claimed.step)
+    return ahead
 
 
 def _record_locked(

@@ -10,6 +10,7 @@ open.
 """
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MEDDLER = Actor.system("meddler")
 
 
-def _note(run_id: str) -> None:
+def _note(run_id: str, at: int) -> None:
     with audited_atomic():
         run = lock_run(run_id)
         audit_record(
@@ -47,34 +48,34 @@ def _note(run_id: str) -> None:
         )
 
 
-def _add_usage(run_id: str) -> None:
+def _add_usage(run_id: str, at: int) -> None:
     with audited_atomic():
         run = lock_run(run_id)
         run.usage_tokens += 42
         save_run(run)
 
 
-def _cancel(run_id: str) -> None:
+def _cancel(run_id: str, at: int) -> None:
     run_cancel(run_id=uuid.UUID(run_id), actor=MEDDLER, reason="meddled")
 
 
-def _take_over(run_id: str) -> None:
+def _take_over(run_id: str, at: int) -> None:
     # What the sweeper and a second worker leave when this worker's lease has expired: the
     # step running again, its next attempt held by the other worker (the run row untouched).
-    Step.objects.filter(run_id=run_id, index=1).update(
+    Step.objects.filter(run_id=run_id, index=at).update(
         attempts=F("attempts") + 1, lease_owner="other:1"
     )
 
 
-def _skip_next(run_id: str) -> None:
+def _skip_next(run_id: str, at: int) -> None:
     # The step after the running one leaves the open steps, as a status write through
     # ``runs.transitions.save_step`` would (its ``updated_at`` moves with it).
-    Step.objects.filter(run_id=run_id, index=2).update(
+    Step.objects.filter(run_id=run_id, index=at + 1).update(
         status=StepStatus.SKIPPED, updated_at=timezone.now()
     )
 
 
-CHANGES = {
+CHANGES: dict[str, Callable[[str, int], None]] = {
     "note": _note,
     "usage": _add_usage,
     "cancel": _cancel,
@@ -86,20 +87,17 @@ CHANGES = {
 @register("test_meddle", description="Changes its own run while it runs (tests only).")
 def meddle(args: dict[str, Any], ctx: ToolContext) -> str:
     try:
-        CHANGES[args["change"]](ctx.run_id)
+        CHANGES[args["change"]](ctx.run_id, args["at"])
     finally:
         connection.close()  # this tool thread's own connection
     return args["change"]
 
 
-def meddled_run(operator: Any, change: str) -> Run:
-    echo = {"tool": "echo", "args": {"value": 1}}
-    run = run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="meddled",
-        steps=[echo, {"tool": "test_meddle", "args": {"change": change}}, echo, echo],
-    )
+def meddled_run(operator: Any, change: str, *, at: int = 1, steps: int = 4) -> Run:
+    """A plan run of ``steps`` echo steps but the one at ``at``, which makes ``change``."""
+    plan: list[dict[str, Any]] = [{"tool": "echo", "args": {"value": 1}}] * steps
+    plan[at] = {"tool": "test_meddle", "args": {"change": change, "at": at}}
+    run = run_create(actor=Actor.for_user(operator), agent="plan", goal="meddled", steps=plan)
     run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     return Run.objects.get(pk=run.pk)
 
@@ -108,20 +106,26 @@ def statuses(run: Run) -> list[str]:
     return list(run.steps.order_by("index").values_list("status", flat=True))
 
 
-def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operator, settings):
+# Step 1: the first outcome recorded from what a claim left; step 5: from steps and event ids
+# a claim carried on from an earlier read; step 9: after the second read (``_AHEAD_STEPS``).
+AT = pytest.mark.parametrize("at", [1, 5, 9])
+
+
+@AT
+def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operator, settings, at):
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
-    run = meddled_run(operator, "note")
+    run = meddled_run(operator, "note", at=at, steps=12)
     assert run.status == RunStatus.SUCCEEDED
-    assert statuses(run) == [StepStatus.SUCCEEDED] * 4
+    assert statuses(run) == [StepStatus.SUCCEEDED] * 12
     verbs = list(
         AuditEvent.objects.filter(chain=run_chain(run.pk))
         .order_by("id")
         .values_list("verb", "object_id")
     )
     noted = verbs.index(("run.noted", str(run.pk)))
-    # Between step 1 starting and step 1 succeeding, in id order, which the chain verifies.
-    step_1 = str(run.steps.get(index=1).pk)
-    assert verbs.index(("step.running", step_1)) < noted < verbs.index(("step.succeeded", step_1))
+    # Between the step starting and succeeding, in id order, which the chain verifies.
+    step = str(run.steps.get(index=at).pk)
+    assert verbs.index(("step.running", step)) < noted < verbs.index(("step.succeeded", step))
     assert chain_verify(run_chain(run.pk)).ok
 
 
@@ -154,31 +158,28 @@ def test_a_run_cancelled_meanwhile_runs_no_further_step(operator, settings):
     assert chain_verify(run_chain(run.pk)).ok
 
 
-def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, settings):
+@AT
+def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, settings, at):
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
-    run = meddled_run(operator, "take_over")
+    run = meddled_run(operator, "take_over", at=at, steps=12)
     assert run.status == RunStatus.RUNNING
-    assert statuses(run) == [
-        StepStatus.SUCCEEDED,
-        StepStatus.RUNNING,
-        StepStatus.PENDING,
-        StepStatus.PENDING,
-    ]
-    taken = run.steps.get(index=1)
+    assert statuses(run) == (
+        [StepStatus.SUCCEEDED] * at + [StepStatus.RUNNING] + [StepStatus.PENDING] * (11 - at)
+    )
+    taken = run.steps.get(index=at)
     assert (taken.attempts, taken.lease_owner, taken.result) == (2, "other:1", None)
     # This worker's attempt is on record; the other worker's attempt owns the step's outcome.
     assert StepAttempt.objects.get(step=taken, number=1).status == "succeeded"
     assert chain_verify(run_chain(run.pk)).ok
 
 
-def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator, settings):
+@AT
+def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator, settings, at):
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
-    run = meddled_run(operator, "skip_next")
+    run = meddled_run(operator, "skip_next", at=at, steps=12)
     assert run.status == RunStatus.SUCCEEDED
-    assert statuses(run) == [
-        StepStatus.SUCCEEDED,
-        StepStatus.SUCCEEDED,
-        StepStatus.SKIPPED,
-        StepStatus.SUCCEEDED,
-    ]
-    assert not ToolCall.objects.filter(step__run=run, step__index=2).exists()
+    expected = [StepStatus.SUCCEEDED] * 12
+    expected[at + 1] = StepStatus.SKIPPED
+    assert statuses(run) == expected
+    assert not ToolCall.objects.filter(step__run=run, step__index=at + 1).exists()
+    assert chain_verify(run_chain(run.pk)).ok
