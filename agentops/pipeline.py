@@ -344,7 +344,11 @@ class Batch:
     def abandon(self) -> None:
         """Leave pipeline mode after an error in the block (what the pipeline still held is
         discarded or fails); a transaction this batch began is rolled back, so that Django's
-        own rollback finds nothing left to do."""
+        own rollback finds nothing left to do. It is rolled back through psycopg's
+        ``rollback()``, which also drops the session's prepared statements: psycopg may have
+        recorded a statement of the failed pipeline as prepared though its PREPARE never ran
+        (the error arrived while it was being sent), and would then execute it by a name the
+        server does not know."""
         if _local.batch is self:
             _local.batch = None
         self._pipeline = None
@@ -361,7 +365,7 @@ class Batch:
         conn = self.db.connection
         try:
             if conn.pgconn.transaction_status != _IDLE:
-                conn.execute("ROLLBACK")
+                conn.rollback()
             self._autocommit_off()
         except Exception:  # noqa: S110  # a broken connection: Django's rollback deals with it
             pass
