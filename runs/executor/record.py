@@ -184,7 +184,9 @@ def _ahead_check_sql() -> str:
     the run still has the version the claim committed, the claimed step is still running its
     attempt, the run's first other open step is still the one (with the status and
     ``updated_at``) read then, or still none, and the run's audit chain head is still the one
-    the claim wrote. It takes the same locks as ``_record_reads_sql``, in the same order."""
+    the claim wrote, its last event's id below the first id reserved for this transaction (so
+    the chain's events still commit in id order). It takes the same locks as
+    ``_record_reads_sql``, in the same order."""
     run_table, step_table = Run._meta.db_table, Step._meta.db_table
     return f"""
 SELECT 1
@@ -205,7 +207,7 @@ LEFT JOIN LATERAL (
 WHERE r.version = %s AND s.status = '{StepStatus.RUNNING}' AND s.attempts = %s
     AND n.id IS NOT DISTINCT FROM %s AND n.status IS NOT DISTINCT FROM %s
     AND n.updated_at IS NOT DISTINCT FROM %s
-    AND h.events = %s AND h.last_event_id = %s
+    AND h.events = %s AND h.last_event_id = %s AND h.last_event_id < %s
 """  # noqa: S608
 
 
@@ -231,6 +233,7 @@ def _check_ahead(claim: Claim, ahead: Ahead) -> tuple[Run, Step, list[Step]]:
             upcoming.updated_at if upcoming else None,
             ahead.head[0],
             ahead.head[1],
+            ahead.ids[0],
         ],
         StaleAhead(f"run {run.pk} changed since step {step.pk} was claimed"),
     )

@@ -24,6 +24,7 @@ from audit.selectors import chain_verify
 from audit.services import audit_record, audited_atomic
 from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
+from runs.executor import record
 from runs.executor.entry import run_advance
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus, ToolCall
 from runs.statuses import CallStatus
@@ -182,4 +183,18 @@ def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator,
     expected[at + 1] = StepStatus.SKIPPED
     assert statuses(run) == expected
     assert not ToolCall.objects.filter(step__run=run, step__index=at + 1).exists()
+    assert chain_verify(run_chain(run.pk)).ok
+
+
+def test_events_stay_in_id_order_when_a_claim_wrote_more_events_than_it_reserved_ids(
+    operator, settings, monkeypatch
+):
+    """A transaction that writes more events than it reserved ids for gives them ids drawn
+    after the ones it reserved for the next transaction: those are then too low for the
+    chain, and the next transaction must not use them."""
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+    monkeypatch.setattr(record, "_USUAL_EVENTS", 1)
+    run = meddled_run(operator, "note", at=1, steps=12)
+    assert statuses(run) == [StepStatus.SUCCEEDED] * 12
+    # Verified in id order: an event with a lower id than the one it follows breaks the chain.
     assert chain_verify(run_chain(run.pk)).ok
