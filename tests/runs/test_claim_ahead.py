@@ -94,6 +94,12 @@ def meddle(args: dict[str, Any], ctx: ToolContext) -> str:
     return args["change"]
 
 
+@pytest.fixture(autouse=True)
+def one_worker_runs_the_whole_run(settings: Any) -> None:
+    """The worker claims every next step itself, however slow the machine."""
+    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+
+
 def meddled_run(operator: Any, change: str, *, at: int = 1, steps: int = 4) -> Run:
     """A plan run of ``steps`` echo steps but the one at ``at``, which makes ``change``."""
     plan: list[dict[str, Any]] = [{"tool": "echo", "args": {"value": 1}}] * steps
@@ -113,8 +119,7 @@ AT = pytest.mark.parametrize("at", [1, 5, 9])
 
 
 @AT
-def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operator, settings, at):
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operator, at):
     run = meddled_run(operator, "note", at=at, steps=12)
     assert run.status == RunStatus.SUCCEEDED
     assert statuses(run) == [StepStatus.SUCCEEDED] * 12
@@ -130,8 +135,7 @@ def test_an_event_appended_to_the_chain_meanwhile_stays_in_a_valid_chain(operato
     assert chain_verify(run_chain(run.pk)).ok
 
 
-def test_a_change_to_the_run_meanwhile_is_kept(operator, settings):
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+def test_a_change_to_the_run_meanwhile_is_kept(operator):
     run = meddled_run(operator, "usage")
     assert run.status == RunStatus.SUCCEEDED
     assert statuses(run) == [StepStatus.SUCCEEDED] * 4
@@ -140,8 +144,7 @@ def test_a_change_to_the_run_meanwhile_is_kept(operator, settings):
     assert chain_verify(run_chain(run.pk)).ok
 
 
-def test_a_run_cancelled_meanwhile_runs_no_further_step(operator, settings):
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+def test_a_run_cancelled_meanwhile_runs_no_further_step(operator):
     run = meddled_run(operator, "cancel")
     assert run.status == RunStatus.CANCELLED
     assert statuses(run) == [
@@ -160,8 +163,7 @@ def test_a_run_cancelled_meanwhile_runs_no_further_step(operator, settings):
 
 
 @AT
-def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, settings, at):
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, at):
     run = meddled_run(operator, "take_over", at=at, steps=12)
     assert run.status == RunStatus.RUNNING
     assert statuses(run) == (
@@ -175,8 +177,7 @@ def test_a_step_another_worker_took_over_meanwhile_is_left_to_it(operator, setti
 
 
 @AT
-def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator, settings, at):
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
+def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator, at):
     run = meddled_run(operator, "skip_next", at=at, steps=12)
     assert run.status == RunStatus.SUCCEEDED
     expected = [StepStatus.SUCCEEDED] * 12
@@ -187,12 +188,11 @@ def test_a_next_step_that_left_the_open_steps_meanwhile_is_passed_over(operator,
 
 
 def test_events_stay_in_id_order_when_a_claim_wrote_more_events_than_it_reserved_ids(
-    operator, settings, monkeypatch
+    operator, monkeypatch
 ):
     """A transaction that writes more events than it reserved ids for gives them ids drawn
     after the ones it reserved for the next transaction: those are then too low for the
     chain, and the next transaction must not use them."""
-    settings.AGENTOPS_CLAIM_NEXT_SECONDS = 60
     monkeypatch.setattr(record, "_USUAL_EVENTS", 1)
     run = meddled_run(operator, "note", at=1, steps=12)
     assert statuses(run) == [StepStatus.SUCCEEDED] * 12
