@@ -47,6 +47,10 @@ DELETE FROM audit_auditevent WHERE id IN (
 """
 
 
+# Chain heads by chain name: (events, last event id, last hash).
+ChainHeads = dict[str, tuple[int, int, str]]
+
+
 class ChainMoved(DatabaseError):
     """Another transaction appended to the chain between reading and moving its head: this
     transaction's events would fork the chain, so it must roll back (and may be retried)."""
@@ -61,7 +65,7 @@ def _heads_sql(count: int) -> str:
     )
 
 
-def _read_heads(chains: list[str]) -> dict[str, tuple[int, int, str]]:
+def _read_heads(chains: list[str]) -> ChainHeads:
     """The heads of ``chains`` that exist, as (events, last event id, last hash), locked until
     the transaction ends: the lock that serializes the writers of a chain (a run's chain is
     also only written under its run's row lock)."""
@@ -69,9 +73,7 @@ def _read_heads(chains: list[str]) -> dict[str, tuple[int, int, str]]:
     return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in found}
 
 
-def _write(
-    events: list[AuditEvent], prefetched: _Prefetched | None
-) -> dict[str, tuple[int, int, str]]:
+def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHeads:
     """Chain, hash and insert ``events`` (in order) and move their chains' heads, then publish
     them after commit: one read of the chains' heads (locking them), one INSERT and one upsert
     per chain, through ``agentops.rows`` (this runs in every transaction of the executor).
@@ -85,7 +87,7 @@ def _write(
             had no head yet: nothing locked it), so these events would fork the chain.
     """
     chains = list(dict.fromkeys(event.chain for event in events))
-    heads: dict[str, tuple[int, int, str]] = {}
+    heads: ChainHeads = {}
     ids: list[int] = []
     if prefetched is not None:
         heads = prefetched.heads()
@@ -106,7 +108,7 @@ def _write(
         last[event.chain] = event
         counts[event.chain] += 1
     rows.insert(events, returning=not reserved)
-    moved: dict[str, tuple[int, int, str]] = {}
+    moved: ChainHeads = {}
     for chain in chains:
         newest, count = last[chain], counts[chain]
         moved[chain] = (count, newest.pk, newest.hash)
@@ -128,13 +130,13 @@ class _Prefetched:
 
     chains: list[str]
     read_heads: Callable[[], list[tuple[Any, ...]]]
-    read_ids: Callable[[], list[tuple[Any, ...]]] | None
+    read_ids: Callable[[], list[int]] | None
 
-    def heads(self) -> dict[str, tuple[int, int, str]]:
+    def heads(self) -> ChainHeads:
         return {chain: (events, last, hashed) for chain, events, last, hashed in self.read_heads()}
 
     def ids(self) -> list[int]:
-        return [] if self.read_ids is None else [key for (key,) in self.read_ids()]
+        return [] if self.read_ids is None else self.read_ids()
 
 
 class _Buffer(threading.local):
@@ -161,9 +163,7 @@ def audit_prefetch(*, chains: list[str], events: int) -> None:
     # The heads' locks first, then the ids: a chain's writers take ids only under its head's
     # lock, so each chain's events commit in id order (what its live stream relies on).
     read_heads = batch.fetch_later(_heads_sql(len(chains)), chains)
-    read_ids = None
-    if connection.vendor == "postgresql":
-        read_ids = batch.fetch_later(_RESERVE_IDS, [events])
+    read_ids = audit_reserve_ids_later(events) if batch.pipelined else None
     _buffer.prefetched = _Prefetched(chains, read_heads, read_ids)
 
 
@@ -179,8 +179,7 @@ def audit_prefetched(*, chain: str, head: tuple[int, int, str] | None, ids: list
     if current_batch() is None or _buffer.events is None:
         raise RuntimeError("audit_prefetched needs a pipelined audited_atomic block")
     heads = [(chain, *head)] if head is not None else []
-    reserved = [(key,) for key in ids]
-    _buffer.prefetched = _Prefetched([chain], lambda: heads, lambda: reserved)
+    _buffer.prefetched = _Prefetched([chain], lambda: heads, lambda: ids)
 
 
 def audit_reserve_ids_later(count: int) -> Callable[[], list[int]]:
@@ -202,7 +201,7 @@ def audit_reserve_ids_later(count: int) -> Callable[[], list[int]]:
 
 
 @contextmanager
-def audited_atomic(*, pipelined: bool = False) -> Iterator[dict[str, tuple[int, int, str]]]:
+def audited_atomic(*, pipelined: bool = False) -> Iterator[ChainHeads]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
     before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
     instead of all of them per event.
@@ -227,7 +226,7 @@ def audited_atomic(*, pipelined: bool = False) -> Iterator[dict[str, tuple[int, 
     _buffer.events = []
     # The outermost block's batch also carries its transaction's BEGIN and COMMIT.
     outermost = not connection.in_atomic_block
-    moved: dict[str, tuple[int, int, str]] = {}
+    moved: ChainHeads = {}
     try:
         with (
             transaction.atomic(),

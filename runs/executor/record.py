@@ -21,6 +21,7 @@ from agentops.actors import Actor
 from agentops.pipeline import current_batch
 from audit.models import AuditChainHead, run_chain
 from audit.services import (
+    ChainHeads,
     audit_prefetch,
     audit_prefetched,
     audit_reserve_ids_later,
@@ -39,9 +40,6 @@ from runs.transitions import record_transition, save_run, save_step, status_in
 from runs.wakeups import retry_step_on_commit
 
 logger = logging.getLogger(__name__)
-
-# A transaction's new audit chain heads: chain → (events, last event id, last hash).
-Moved = dict[str, tuple[int, int, str]]
 
 # Attempts at recording an outcome after the database connection dropped.
 RECORD_RETRIES = 3
@@ -315,7 +313,7 @@ def _record(
 
 def _leave_ahead(
     run: Run, claimed: Claim | None, ahead: Ahead | None
-) -> Callable[[Moved], Ahead | None] | None:
+) -> Callable[[ChainHeads], Ahead | None] | None:
     """Inside the recording transaction (pipelined), once its writes are made: when it
     claimed a step, what the next recording transaction needs. The rest of ``ahead`` (what
     this transaction checked) serves while it holds the steps after the claimed one and event
@@ -330,7 +328,7 @@ def _leave_ahead(
         rest, complete = ahead.steps[1:], ahead.complete
         if rest or complete:
 
-            def carry_on(moved: Moved) -> Ahead | None:
+            def carry_on(moved: ChainHeads) -> Ahead | None:
                 head = moved.get(chain)
                 if head is None or len(moved) != 1:
                     return None  # ids went to another chain's events too: read again
@@ -349,7 +347,7 @@ def _leave_ahead(
     )
     read_ids = audit_reserve_ids_later(_USUAL_EVENTS * _AHEAD_STEPS)
 
-    def read(moved: Moved) -> Ahead | None:
+    def read(moved: ChainHeads) -> Ahead | None:
         head = moved.get(chain)
         if head is None:
             return None
