@@ -24,6 +24,11 @@ steps (creation included in both), over ``steps``: SQL statements (``CaptureQuer
 and round trips and COMMITs as libpq's protocol trace records them
 (``testsupport.roundtrips``; ``pg_stat_statements`` is not loaded on this server).
 
+What the creation costs the window, for each worker count: the share of the window spent
+until the last creation request was answered (daphne's creation shares the 2 cores with the
+workers meanwhile), and the steps/s from then to the last run's end (steps whose
+``finished_at`` is later, over that time), as the workers run once no run is being created.
+
 Where the machine's CPU goes, for each worker count: the CPU time (``/proc``, user + system)
 of the worker processes (each with its pool process), of the PostgreSQL backends of the
 benchmark database (this process's own excluded) and of the daphne processes, from just before
@@ -76,6 +81,16 @@ FIGURES = [
            (Target("<=", 6),)),
     Figure("step_commits", "commits per step (in-process run, libpq trace)", "commits",
            (Target("<=", 1.1),)),
+    *(
+        figure
+        for n in (1, 2)
+        for figure in (
+            Figure(f"creating_{n}", f"share of the window creating the runs, {n} worker"
+                   f"{'s' if n > 1 else ''}", "%"),
+            Figure(f"after_{n}", f"no-op steps/s once every run was created, {n} worker"
+                   f"{'s' if n > 1 else ''}", "steps/s"),
+        )
+    ),
     *(
         Figure(f"cpu_{part}_{n}", f"CPU a step, {n} worker{'s' if n > 1 else ''}: {what}", "ms")
         for n in (1, 2)
@@ -189,12 +204,26 @@ async def post_runs(base_url: str, token: str, count: int, steps: int) -> list[s
 
 @dataclass(frozen=True)
 class Measured:
-    """One measurement of agentops: steps/s, commits a step, and the CPU a step (ms) of the
-    worker processes, the PostgreSQL backends and daphne."""
+    """One measurement of agentops: steps/s, commits a step, the share of the window spent
+    creating the runs (%) and the steps/s after it (``creation_split``), and the CPU a step
+    (ms) of the worker processes, the PostgreSQL backends and daphne."""
 
     steps_per_s: float
     commits: float
+    creating: float
+    after: float
     cpu: dict[str, float]
+
+
+def creation_split(
+    began: float, created: float, finished: float, steps_after: int
+) -> tuple[float, float]:
+    """(share of the window ``began`` → ``finished`` spent until ``created``, in %; steps/s
+    from ``created`` to ``finished`` for the ``steps_after`` steps that finished after
+    ``created``); times in seconds. No time left after the creation gives (100, 0)."""
+    if finished <= created:
+        return 100.0, 0.0
+    return 100 * (created - began) / (finished - began), steps_after / (finished - created)
 
 
 def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
@@ -211,10 +240,12 @@ def app_steps_per_second(bench: Bench, size: Size) -> Measured:
     reading it again (their counters are flushed when their connections end): the caller
     starts the workers again.
     """
+    from datetime import UTC, datetime
+
     from django.db import connection
     from django.db.models import Max
 
-    from runs.models import Run
+    from runs.models import Run, Step
 
     token = operator_token()
     bench.stop_daphne()
@@ -232,8 +263,12 @@ def app_steps_per_second(bench: Bench, size: Size) -> Measured:
     with connection.execute_wrapper(own):
         began = time.time()
         ids = asyncio.run(post_runs(bench.http_url, token, size.runs, size.steps))
+        created = time.time()
         wait_runs(ids, "succeeded", timeout=120 + size.runs * size.steps / 5)
         finished = Run.objects.filter(pk__in=ids).aggregate(last=Max("finished_at"))["last"]
+        steps_after = Step.objects.filter(
+            run_id__in=ids, finished_at__gt=datetime.fromtimestamp(created, UTC)
+        ).count()
         mine = connection.connection.info.backend_pid if connection.connection else None
     cpu_after = {
         "workers": cpu_seconds(workers),
@@ -246,7 +281,8 @@ def app_steps_per_second(bench: Bench, size: Size) -> Measured:
     commits = bench.xact_commits() - before - own.total
     steps = size.runs * size.steps
     cpu = {part: 1000 / steps * _cpu_used(cpu_before[part], cpu_after[part]) for part in cpu_after}
-    return Measured(steps / (finished.timestamp() - began), commits / steps, cpu)
+    creating, after = creation_split(began, created, finished.timestamp(), steps_after)
+    return Measured(steps / (finished.timestamp() - began), commits / steps, creating, after, cpu)
 
 
 def dbos_client(bench: Bench) -> Any:
@@ -363,6 +399,8 @@ def run(bench: Bench) -> Iterator[Sample]:
                 yield Sample(f"vs_dbos_{workers}", steps_per_s, dbos)
                 yield Sample(f"dbos_{workers}", dbos, chain)
                 yield Sample("commits", measured.commits)
+                yield Sample(f"creating_{workers}", measured.creating)
+                yield Sample(f"after_{workers}", measured.after)
                 for part, ms in measured.cpu.items():
                     yield Sample(f"cpu_{part}_{workers}", ms)
                 if workers == 2:
