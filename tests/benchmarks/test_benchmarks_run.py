@@ -92,3 +92,10 @@ def test_every_benchmark_runs_on_a_tiny_size_and_prints_its_rows(tmp_path):
         assert line is not None, f"row not printed: {prefix}\n{result.stdout[-3000:]}"
         median = line.split("|")[4].strip()
         assert median != "-", f"nothing measured: {line}"
+
+
+def test_the_throughput_window_splits_at_the_last_creation_response() -> None:
+    # 0.5 s of a 2 s window creating; 600 steps finished in the 1.5 s after it.
+    assert bench_throughput.creation_split(100.0, 100.5, 102.0, 600) == (25.0, 400.0)
+    # Every run done before the last response: nothing after it.
+    assert bench_throughput.creation_split(100.0, 101.0, 100.8, 0) == (100.0, 0.0)
