@@ -3,9 +3,17 @@
 sends (a created run's first ``advance_run``) go to the benchmark's own queue, which its
 workers consume, and not to Celery's default queue."""
 
-from web.asgi import application  # first: sets Django up
+import os
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
+django.setup()
 
 # isort: split
-import benchmarks.tasks  # noqa: F401 (routes this process's tasks to the benchmark queue)
+# Before ``web.asgi``, whose warm-up builds Celery's producer pool on the default queue then
+# set: this module sets the benchmark's.
+import benchmarks.tasks  # noqa: E402, F401 (routes this process's tasks to the benchmark queue)
+from web.asgi import application  # noqa: E402
 
 __all__ = ["application"]
