@@ -62,9 +62,14 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
-        # A constraint, not ``unique=True``: no LIKE index (varchar_pattern_ops) for every
-        # event to keep up; nothing searches hashes by prefix.
-        constraints = [models.UniqueConstraint(fields=["hash"], name="audit_event_hash_uniq")]
+        # One successor per event: the database refuses a fork of a chain and a copied event.
+        # Keyed by chain first, a run's events go to a page or two of the index; a unique
+        # index on the hash (random) put nearly every event on a page of its own, written to
+        # the WAL in full on its first change after each checkpoint: a third of a step's WAL
+        # (benchmarks/README.md, "WAL a step").
+        constraints = [
+            models.UniqueConstraint(fields=["chain", "prev_hash"], name="audit_chain_link_uniq")
+        ]
         indexes = [
             models.Index(fields=["run_id", "id"], name="audit_run_id_idx"),
             models.Index(fields=["chain", "-id"], name="audit_chain_idx"),

@@ -83,8 +83,11 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHea
     event id, last hash).
 
     Raises:
-        ChainMoved: another transaction moved a chain's head since it was read (a chain that
-            had no head yet: nothing locked it), so these events would fork the chain.
+        IntegrityError: another transaction wrote the first events of a chain that had no head
+            yet (nothing locked it): these would be a second successor of an event, which the
+            database refuses (``audit_chain_link_uniq``).
+        ChainMoved: another transaction moved a chain's head since it was read, so these
+            events would fork the chain (a second check: the constraint refuses them first).
     """
     chains = list(dict.fromkeys(event.chain for event in events))
     heads: ChainHeads = {}
@@ -268,7 +271,8 @@ def audit_record(
 
     Raises:
         TransactionManagementError: called outside an atomic block.
-        ChainMoved: a concurrent first writer of a chain without a head won (see ``_write``).
+        IntegrityError: a concurrent first writer of a chain without a head won (see
+            ``_write``).
     """
     if not connection.in_atomic_block:
         raise transaction.TransactionManagementError("audit_record needs an open transaction")

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from agentops.actors import Actor
 from audit import services
 from audit.chain import HASHED_FIELDS, event_hash, head_signature
 from audit.models import PURGE_VERB, AuditChainHead, AuditEvent
 from audit.selectors import audit_verify, chain_verify
-from audit.services import ChainMoved, audit_purge_chains, audit_record
+from audit.services import audit_purge_chains, audit_record
 from runs.models import Run
 from tests.audit.attacks import tamper, verify_audit, verify_output
 
@@ -111,6 +111,34 @@ def test_deleting_a_chain_and_its_head_without_a_purge_record_is_not_seen(finish
     tamper("DELETE FROM audit_auditevent WHERE chain = %s", [chain])
     tamper("DELETE FROM audit_auditchainhead WHERE chain = %s", [chain])
     assert chain not in {report.chain for report in audit_verify()}
+
+
+_COPY_EVENT = (
+    "INSERT INTO audit_auditevent (created_at, chain, run_id, project_id, actor_kind, actor_id, "
+    "actor_name, verb, object_type, object_id, from_state, to_state, payload, prev_hash, hash) "
+    "SELECT created_at, chain, run_id, project_id, actor_kind, actor_id, actor_name, verb, "
+    "object_type, object_id, from_state, to_state, {payload}, prev_hash, {hash} "
+    "FROM audit_auditevent WHERE id = %s"
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "new_hash"),
+    [("payload", "hash"), ("'{\"forged\": true}'::jsonb", "md5(hash) || md5(hash)")],
+    ids=["a-copy", "a-second-successor"],
+)
+def test_the_database_refuses_a_copied_event_and_a_fork_of_a_chain(
+    finished_run, payload, new_hash
+):
+    """An event inserted after the one it copies or with another event's predecessor (two
+    successors of one event: a fork), even with triggers off, is refused: one successor per
+    event (the unique ``chain, prev_hash``)."""
+    newest = AuditEvent.objects.filter(chain=_chain(finished_run)).latest("id")
+    before = _snapshot()
+    sql = _COPY_EVENT.format(payload=payload, hash=new_hash)
+    with pytest.raises(DatabaseError, match="audit_chain_link_uniq"):
+        tamper(sql, [newest.pk])
+    assert _snapshot() == before
 
 
 def test_deleting_a_head_is_reported_as_events_without_a_head(finished_run):
@@ -285,10 +313,11 @@ def test_what_an_interrupted_purge_leaves_verifies(finished_run, monkeypatch):
 
 
 def test_a_writer_that_lost_a_race_for_a_new_chain_rolls_back(finished_run, monkeypatch):
-    """Two first writers of a chain without a head: the second finds the head moved."""
+    """Two first writers of a chain without a head: the second one's first event would be a
+    second successor of the chain's start, which the database refuses."""
     monkeypatch.setattr(services, "_read_heads", lambda chains: {})
     before = _snapshot()
-    with pytest.raises(ChainMoved), transaction.atomic():
+    with pytest.raises(IntegrityError, match="audit_chain_link_uniq"), transaction.atomic():
         audit_record(
             actor=Actor.system(), verb="x", object_type="x", object_id=1, run_id=finished_run.pk
         )
