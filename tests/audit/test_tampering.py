@@ -127,9 +127,7 @@ _COPY_EVENT = (
     [("payload", "hash"), ("'{\"forged\": true}'::jsonb", "md5(hash) || md5(hash)")],
     ids=["a-copy", "a-second-successor"],
 )
-def test_the_database_refuses_a_copied_event_and_a_fork_of_a_chain(
-    finished_run, payload, new_hash
-):
+def test_the_database_refuses_a_copied_event_and_a_fork_of_a_chain(finished_run, payload, new_hash):
     """An event inserted after the one it copies or with another event's predecessor (two
     successors of one event: a fork), even with triggers off, is refused: one successor per
     event (the unique ``chain, prev_hash``)."""
