@@ -11,8 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 django.setup()
 
 # isort: split
-# Before ``web.asgi``, whose warm-up builds Celery's producer pool on the default queue then
-# set: this module sets the benchmark's.
+# Imported before ``web.asgi``: its warm-up builds Celery's producer pool for the default
+# queue set at that moment, which this module sets to the benchmark's.
 import benchmarks.tasks  # noqa: E402, F401 (routes this process's tasks to the benchmark queue)
 from web.asgi import application  # noqa: E402
 

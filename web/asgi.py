@@ -27,8 +27,8 @@ def warm_up() -> None:
 
     The first run created in a new web process took 50-60 ms more CPU and 55-70 ms more time
     than the next ones without it, 20-30 ms more of each with it (``daphne``, a run of 25
-    steps, after a first page; development machine, 2026-11-26). Connects to nothing before
-    the server starts: a database or Redis that is down does not keep it from starting."""
+    steps, after a first page; development machine, 2026-11-26). Waits for no connection: a
+    database or Redis that is down does not keep the server from starting."""
     get_resolver().url_patterns  # noqa: B018 (the property imports the URLconf)
     celery_app.finalize(auto=True)
     celery_app.producer_pool  # noqa: B018 (the property builds the pool)
