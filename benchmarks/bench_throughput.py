@@ -34,6 +34,9 @@ of the worker processes (each with its pool process), of the PostgreSQL backends
 benchmark database (this process's own excluded) and of the daphne processes, from just before
 the first creation request to the last run's end, per step completed, in ms. With two workers
 the 2 cores are the bound, so these show what a step costs the machine, all processes told.
+The same for DBOS (``dbos_steps_per_second``): its worker processes, the backends of its
+system database, and its client enqueueing the workflows; the totals of both, side by side,
+say how much more of the machine an agentops step takes than a DBOS step.
 """
 
 from __future__ import annotations
@@ -98,6 +101,10 @@ FIGURES = [
             ("workers", "worker processes"),
             ("postgres", "PostgreSQL backends"),
             ("daphne", "daphne (creating the runs)"),
+            ("total", "all three (baseline: DBOS's)"),
+            ("dbos_workers", "DBOS worker processes"),
+            ("dbos_postgres", "PostgreSQL backends of DBOS"),
+            ("dbos_client", "DBOS client (enqueueing the workflows)"),
         )
     ),
 ]  # fmt: skip
@@ -302,9 +309,16 @@ def dbos_client(bench: Bench) -> Any:
     return client
 
 
-def dbos_steps_per_second(bench: Bench, client: Any, workflows: int, steps: int) -> float:
+def dbos_steps_per_second(
+    bench: Bench, client: Any, workflows: int, steps: int
+) -> tuple[float, dict[str, float]]:
     """Enqueue ``workflows`` DBOS workflows of ``steps`` no-op steps for the running DBOS
-    workers; returns steps/s (to the last workflow's ``completed_at``, DBOS's database clock).
+    workers; returns steps/s (to the last workflow's ``completed_at``, DBOS's database clock)
+    and the CPU a step (ms) of the DBOS worker processes (``dbos_workers``), of the PostgreSQL
+    backends of DBOS's system database (``dbos_postgres``: the workers', and the client's,
+    which enqueue and poll; polling every 0.1 s costs about as little as this process's own
+    polling, left out of agentops's figure) and of this process while it enqueues
+    (``dbos_client``), from just before the first enqueue to the last workflow's end.
 
     Raises:
         RuntimeError: a workflow did not succeed, or did not run its ``steps`` steps.
@@ -313,8 +327,15 @@ def dbos_steps_per_second(bench: Bench, client: Any, workflows: int, steps: int)
     from benchmarks.dbos_worker import APP_VERSION, WORKFLOW
 
     options = {"queue_name": bench.queue, "workflow_name": WORKFLOW, "app_version": APP_VERSION}
-    began = time.time()
+    workers = [worker.proc.pid for worker in bench.dbos_workers]
+    backends = bench.backend_pids(database=bench.dbos_database)
+    cpu_before = {
+        "dbos_workers": cpu_seconds(workers),
+        "dbos_postgres": cpu_seconds(backends),
+    }
+    began, client_began = time.time(), time.process_time()
     ids = [client.enqueue(options, steps).get_workflow_id() for _ in range(workflows)]
+    client_cpu = time.process_time() - client_began
 
     def done() -> list[Any] | None:
         found = client.list_workflows(workflow_ids=ids, load_input=False)
@@ -326,8 +347,16 @@ def dbos_steps_per_second(bench: Bench, client: Any, workflows: int, steps: int)
     found = wait_until(done, 120 + workflows * steps / 5, "DBOS workflows", interval=0.1)
     if {w.output for w in found} != {steps}:
         raise RuntimeError(f"DBOS workflows ran {sorted({w.output for w in found})} steps")
+    cpu_after = {
+        "dbos_workers": cpu_seconds(workers),
+        # With the backends of connections opened meanwhile, which count in full.
+        "dbos_postgres": cpu_seconds(bench.backend_pids(database=bench.dbos_database)),
+    }
     finished = max(w.completed_at for w in found) / 1000
-    return workflows * steps / (finished - began)
+    total = workflows * steps
+    cpu = {part: 1000 / total * _cpu_used(cpu_before[part], cpu_after[part]) for part in cpu_after}
+    cpu["dbos_client"] = 1000 / total * client_cpu
+    return total / (finished - began), cpu
 
 
 def chain_links_per_second(bench: Bench, chains: int, links: int) -> float:
@@ -393,7 +422,7 @@ def run(bench: Bench) -> Iterator[Sample]:
                 measured = app_steps_per_second(bench, size)
                 steps_per_s = measured.steps_per_s
                 bench.start_dbos_workers(workers)
-                dbos = dbos_steps_per_second(bench, client, size.runs, size.steps)
+                dbos, dbos_cpu = dbos_steps_per_second(bench, client, size.runs, size.steps)
                 bench.stop_dbos_workers()
                 yield Sample(f"steps_{workers}", steps_per_s, chain)
                 yield Sample(f"vs_dbos_{workers}", steps_per_s, dbos)
@@ -401,8 +430,11 @@ def run(bench: Bench) -> Iterator[Sample]:
                 yield Sample("commits", measured.commits)
                 yield Sample(f"creating_{workers}", measured.creating)
                 yield Sample(f"after_{workers}", measured.after)
-                for part, ms in measured.cpu.items():
+                for part, ms in (measured.cpu | dbos_cpu).items():
                     yield Sample(f"cpu_{part}_{workers}", ms)
+                yield Sample(
+                    f"cpu_total_{workers}", sum(measured.cpu.values()), sum(dbos_cpu.values())
+                )
                 if workers == 2:
                     bench.shared.setdefault("steps_per_s_2", []).append(steps_per_s)
     finally:

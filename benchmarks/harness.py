@@ -447,14 +447,17 @@ class Bench:
         assert row is not None
         return int(row[0])
 
-    def backend_pids(self, *, excluding: int | None = None) -> list[int]:
-        """The process ids of the client backends connected to the benchmark's database now,
-        but ``excluding`` (this process's own backend, say)."""
+    def backend_pids(
+        self, *, excluding: int | None = None, database: str | None = None
+    ) -> list[int]:
+        """The process ids of the client backends connected now to ``database`` (the
+        benchmark's by default; ``dbos_database`` for the DBOS baseline's), but ``excluding``
+        (this process's own backend, say)."""
         with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
             found = conn.execute(
                 "SELECT pid FROM pg_stat_activity "
                 "WHERE datname = %s AND backend_type = 'client backend'",
-                [self.database],
+                [database or self.database],
             ).fetchall()
         return [pid for (pid,) in found if pid != excluding]
 
