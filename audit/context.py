@@ -32,9 +32,26 @@ def client_ip(request: Any) -> str:
     return str(getattr(request, "META", {}).get("REMOTE_ADDR", "")) if request else ""
 
 
-def _process_name() -> str:
-    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-    if name in ("manage.py", "django-admin") and len(sys.argv) > 1:
+# Programs whose first argument names what they do (``manage.py migrate``).
+_COMMAND_RUNNERS = ("manage.py", "django-admin", "django")
+
+
+def process_name() -> str:
+    """What the system actor of this process is called in audit events: the program it was
+    started as, whatever the launcher: ``celery`` for ``celery ...`` and ``python -m celery
+    ...`` alike (a module run with ``-m`` is named after its package, not its
+    ``__main__.py``), ``manage.py migrate`` and ``django migrate`` with the command of a
+    Django command runner, ``python`` for ``python -c`` or an interactive session. At most 150
+    characters."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        name = spec.name.removesuffix(".__main__")
+    elif sys.argv and sys.argv[0] not in ("", "-c"):
+        name = os.path.basename(sys.argv[0])
+    else:
+        name = "python"
+    if name in _COMMAND_RUNNERS and len(sys.argv) > 1:
         name = f"{name} {sys.argv[1]}"
     return name[:150]
 
@@ -45,7 +62,7 @@ def current_actor() -> Actor:
     createsuperuser``, ``celery``) outside requests."""
     request = _request.get()
     if request is None:
-        return Actor.system(_process_name())
+        return Actor.system(process_name())
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         return Actor.for_user(user, via_api=getattr(request, "auth", None) is not None)

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.urls import reverse
 
+from audit.context import process_name
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
 from audit.services import audit_system
@@ -100,7 +101,7 @@ def test_user_group_and_permission_changes_in_code_are_recorded(seeded):
         ("user.permissions_added", uid, {"username": "carol", "permissions": ["runs.cancel_run"]}),
         ("user.deleted", uid, {"was": _fields("carol", "carol@example.com", staff=True)}),
     ]
-    assert _actors(mark) == {("system", "pytest")}
+    assert _actors(mark) == {("system", process_name())}
     assert all(user.password not in str(payload) for _, _, payload in _events(mark))
     assert chain_verify("system").ok
 
@@ -149,7 +150,7 @@ def test_a_management_command_creating_a_superuser_is_recorded(db):
             {"user": _fields("boss", "boss@example.com", staff=True, superuser=True)},
         )
     ]
-    assert _actors(mark) == {("system", "pytest")}
+    assert _actors(mark) == {("system", process_name())}
 
 
 def test_users_added_changed_and_deleted_in_admin_are_recorded(admin_client, admin_user, seeded):
