@@ -3,6 +3,9 @@ outermost ``audited_atomic(pipelined=True)``): BEGIN with the first statements, 
 the last writes, guards checked by the database before that COMMIT, and everything still one
 transaction, as another connection sees it."""
 
+import select
+from collections.abc import Callable
+
 import psycopg
 import pytest
 from django.conf import settings
@@ -117,27 +120,82 @@ class Stale(Exception):
     """The error of a failed check."""
 
 
-def test_a_failed_check_fails_the_commit_in_the_same_round_trip_and_writes_nothing(run):
+def _check_then_insert(run: Run, step: Step, before_the_writes: Callable[[], None]) -> None:
+    """A pipelined transaction: a check that fails (the step is pending, not queued), then
+    ``before_the_writes``, then an INSERT held until the block ends."""
+    with audited_atomic(pipelined=True):
+        batch = pipeline.current_batch()
+        assert batch is not None
+        batch.expect_later(
+            "SELECT 1 FROM runs_step WHERE id = %s AND status = %s",
+            [step.pk, StepStatus.QUEUED],
+            Stale("not queued"),
+        )
+        before_the_writes()
+        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+
+
+def test_a_failed_check_fails_the_commit_in_the_same_round_trip_and_writes_nothing(
+    run, monkeypatch
+):
+    """The COMMIT goes out before the check's answer can come back: another connection holds
+    the step table until the COMMIT has been handed to libpq, so the check cannot run
+    earlier. (Left to timing, PostgreSQL may answer a failed check before the last writes are
+    sent: it sends an error at once, and psycopg reads it while sending the next statement;
+    the batch then stops before its COMMIT. The next test covers that order.)"""
     first = run.steps.order_by("index").first()
-
-    def check_then_insert() -> None:
-        with audited_atomic(pipelined=True):
-            batch = pipeline.current_batch()
-            assert batch is not None
-            batch.expect_later(
-                "SELECT 1 FROM runs_step WHERE id = %s AND status = %s",
-                [first.pk, StepStatus.QUEUED],  # it is pending
-                Stale("not queued"),
-            )
-            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
-
     connection.ensure_connection()
-    with round_trips(connection) as trips, pytest.raises(Stale):
-        check_then_insert()
+    holder = observer()
+    holder.autocommit = False
+    # A failing test must not leave the lock held for ever (the block below would wait).
+    holder.execute("SET idle_in_transaction_session_timeout = '30s'")
+    holder.execute("LOCK TABLE runs_step IN ACCESS EXCLUSIVE MODE")
+    conn = connection.connection
+    factory = conn.cursor_factory
+
+    class ReleaseAfterCommit(factory):  # type: ignore[misc,valid-type]
+        def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def]
+            done = super().execute(query, params, **kwargs)
+            if query == b"COMMIT":
+                holder.rollback()  # the check may run now: after the COMMIT was sent
+            return done
+
+    monkeypatch.setattr(conn, "cursor_factory", ReleaseAfterCommit)
+    try:
+        with round_trips(connection) as trips, pytest.raises(Stale):
+            _check_then_insert(run, first, lambda: None)
+    finally:
+        holder.close()
     # The COMMIT went with the check: only the database's own check kept the INSERT out.
     assert trips.commits == 1
     assert checkpoints_seen_by_others(run) == 0
     assert connection_is_idle()
+
+
+def test_a_check_answered_before_the_writes_are_sent_fails_the_block_as_well(run):
+    """The other order, which the previous test left to chance before: the check's error is
+    in the socket before the held writes go out (PostgreSQL sends an error at once, without
+    waiting for the pipeline's sync). psycopg reads it while sending the INSERT, so the batch
+    stops before its COMMIT and rolls the transaction back: nothing is written, the block
+    fails with the check's error, and the connection (and the statements psycopg prepares
+    on their fifth use) goes on working."""
+    first = run.steps.order_by("index").first()
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+
+    def answered() -> None:
+        readable, _, _ = select.select([pgconn.socket], [], [], 30)
+        assert readable, "the check's error never arrived"
+
+    for _ in range(settings.DATABASES["default"]["OPTIONS"].get("prepare_threshold") or 1):
+        with round_trips(connection) as trips, pytest.raises(Stale):
+            _check_then_insert(run, first, answered)
+        assert trips.commits == 0
+        assert checkpoints_seen_by_others(run) == 0
+        assert connection_is_idle()
+    Step.objects.filter(pk=first.pk).update(status=StepStatus.QUEUED)
+    _check_then_insert(run, first, lambda: None)
+    assert checkpoints_seen_by_others(run) == 1
 
 
 def test_a_check_that_holds_lets_the_writes_commit(run):
