@@ -282,6 +282,22 @@ class ApprovalRequest(ConcurrentTransitions, models.Model):
         """The status as shown: value, label, tone (``APPROVAL_STATUSES``)."""
         return APPROVAL_STATUSES[self.status]
 
+    def restart(self, *, risk: str, policy: ApprovalPolicy, now: datetime) -> None:
+        """Start this pending request over under ``policy`` at ``now`` (its call's arguments
+        were edited into a stricter one: ``approvals.reclassify``): its ``risk`` and policy
+        replaced, its expiry, reminder and escalation counted again from ``now``, neither
+        reminded nor escalated. Not a transition: it stays pending.
+
+        Raises:
+            ValueError: the request is not pending.
+        """
+        if self.status != ApprovalStatus.PENDING:
+            raise ValueError(f"approval request {self.pk} is {self.status}, not pending")
+        self.risk, self.policy = risk, policy.as_json()
+        for field, value in policy.schedule(now).items():
+            setattr(self, field, value)
+        self.reminded_at = self.escalated_at = None
+
     @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.APPROVED)
     def approve(self, *, now: datetime) -> None:
         """pending → approved: enough reviewers approved."""

@@ -7,7 +7,6 @@ Lock order as in ``runs.transitions``: the run row, then the step, then the appr
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -26,6 +25,7 @@ from approvals.models import (
 )
 from approvals.notifications import notifications_record
 from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, EXPIRY_FAILS, ApprovalPolicy
+from approvals.reclassify import reclassify
 from audit.services import audit_record, audited_atomic
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.gates import (
@@ -81,19 +81,12 @@ class ApprovalGate:
         ``escalate_at``; beat does it, ``approval_remind_due``, ``approval_escalate_due``),
         and notifying its approvers and webhooks."""
         policy = ApprovalPolicy.from_json(step.gate_params)
-        now = timezone.now()
-
-        def after(seconds: int) -> datetime | None:
-            return now + timedelta(seconds=seconds) if seconds else None
-
         approval = ApprovalRequest.objects.create(
             step=step,
             run=run,
             risk=step.risk,
             policy=policy.as_json(),
-            expires_at=now + timedelta(seconds=policy.ttl_seconds),
-            remind_at=after(policy.remind_after_seconds),
-            escalate_at=after(policy.escalate_after_seconds),
+            **policy.schedule(timezone.now()),
         )
         _record(
             actor,
@@ -173,7 +166,10 @@ def approval_decide(
     An approval may come with edited ``args`` (a JSON object that passes the tool's schema):
     the step then runs with them under a new idempotency key, the audit log keeps both
     versions (``step.args_edited``), and the approvals given to the old arguments are
-    discarded (``approval.approvals_discarded``): this one counts first towards the policy.
+    discarded (``approval.approvals_discarded``). The edited call is classified again
+    (``approvals.reclassify``): when it needs no stricter approval, this one counts first
+    towards the request's policy; when it does, the request starts over under the stricter
+    policy, and this approval does not count (its editor may not decide it).
 
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
@@ -238,17 +234,16 @@ def _decide_locked(
         discarded = list(earlier.values_list("reviewer_name", flat=True))
         if discarded:
             earlier.delete()
-            audit_record(
-                actor=actor,
-                verb="approval.approvals_discarded",
-                object_type="approval",
-                object_id=approval.pk,
-                run_id=run.pk,
-                project_id=run.project_id,
-                from_state=approval.status,
-                to_state=approval.status,
-                payload={"reviewers": discarded, "why": "the arguments were edited"},
+            _record_pending(
+                actor,
+                approval,
+                run,
+                "approval.approvals_discarded",
+                reviewers=discarded,
+                why="the arguments were edited",
             )
+        if _reclassified_stricter_locked(approval, run, step, actor):
+            return
     try:
         with transaction.atomic():
             ApprovalDecision.objects.create(
@@ -260,17 +255,7 @@ def _decide_locked(
             )
     except IntegrityError:
         raise Conflict("you already decided on this approval request") from None
-    audit_record(
-        actor=actor,
-        verb="approval.decision",
-        object_type="approval",
-        object_id=approval.pk,
-        run_id=run.pk,
-        project_id=run.project_id,
-        from_state=approval.status,
-        to_state=approval.status,
-        payload={"decision": decision, "comment": comment},
-    )
+    _record_pending(actor, approval, run, "approval.decision", decision=decision, comment=comment)
     now = timezone.now()
     if decision == Decision.REJECT:
         approval.reject(now=now)
@@ -295,6 +280,32 @@ def _decide_locked(
     approval.save()
     _record(actor, approval, ApprovalStatus.PENDING, comment=comment)
     gate_satisfied_locked(run=run, step=step, actor=actor)
+
+
+def _reclassified_stricter_locked(
+    approval: ApprovalRequest, run: Run, step: Step, actor: Actor
+) -> bool:
+    """Classify the step's arguments, which ``actor`` has just edited, again
+    (``approvals.reclassify``) and record it (``approval.reclassified``). When they need a
+    stricter approval, start the request over under it (the step's risk and policy too) and
+    notify its approvers; returns whether it did (the editor's approval then counts for
+    nothing)."""
+    found = reclassify(approval=approval, step=step, editor=actor)
+    if found.stricter:
+        Step.objects.filter(pk=step.pk).update(risk=found.risk, gate_params=found.policy.as_json())
+        step.risk, step.gate_params = found.risk, found.policy.as_json()
+        approval.restart(risk=found.risk, policy=found.policy, now=timezone.now())
+        approval.save()
+    _record_pending(actor, approval, run, "approval.reclassified", **found.audit)
+    if found.stricter:
+        notifications_record(
+            approval=approval,
+            run=run,
+            step=step,
+            event=NotificationEvent.OPENED,
+            groups=found.policy.deciding_groups(escalated=False),
+        )
+    return bool(found.stricter)
 
 
 def approval_expire_due(*, actor: Actor) -> int:
@@ -365,7 +376,7 @@ def approval_remind_due(*, actor: Actor) -> int:
                 event=NotificationEvent.REMINDER,
                 groups=groups,
             )
-            _record_step(
+            _record_pending(
                 actor, approval, run, "approval.reminded", groups=groups, notified=len(sent)
             )
             reminded += 1
@@ -394,17 +405,18 @@ def approval_escalate_due(*, actor: Actor) -> int:
                 event=NotificationEvent.ESCALATED,
                 groups=[group] if group else [],
             )
-            _record_step(
+            _record_pending(
                 actor, approval, run, "approval.escalated", group=group, notified=len(sent)
             )
             escalated += 1
     return escalated
 
 
-def _record_step(
+def _record_pending(
     actor: Actor, approval: ApprovalRequest, run: Run, verb: str, **payload: object
 ) -> None:
-    """The audit event of a reminder or an escalation: the request stays pending."""
+    """The audit event of what leaves the request pending: a decision that does not settle
+    it, discarded approvals, a re-classification, a reminder, an escalation."""
     audit_record(
         actor=actor,
         verb=verb,

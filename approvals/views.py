@@ -88,7 +88,12 @@ def _refusal(
     if policy.excludes_requester(user=user, run=run, step=step):
         if run.requested_by_id == user.pk:
             return "You requested this run: four-eyes rule, another reviewer must decide."
-        return "You asked for this step: four-eyes rule, another reviewer must decide."
+        if step.requested_by_id == user.pk:
+            return "You asked for this step: four-eyes rule, another reviewer must decide."
+        return (
+            "You edited these arguments, and they need a stricter approval: four-eyes rule, "
+            "other reviewers must decide."
+        )
     if not policy.deciding_groups(escalated=approval.escalated):
         return ""
     refused = policy.group_refusal(groups=groups(), escalated=approval.escalated)
@@ -289,6 +294,14 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             messages.success(request, f"Rejected {tool}: the run has failed.")
     elif approval.status == ApprovalStatus.APPROVED:
         messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
+    elif approval.rule.edited_by == request.user.pk:
+        needed = approval.required_approvals
+        messages.warning(
+            request,
+            f"Your edit of {tool}'s arguments needs a stricter approval ({approval.risk} risk, "
+            f"{needed} approval{'s' if needed != 1 else ''}): the request starts over, your "
+            "approval does not count, and other reviewers must decide.",
+        )
     else:
         messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
     return _back_to_place(request, request.POST.get("next", ""))

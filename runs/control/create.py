@@ -71,6 +71,7 @@ def new_step(
         args_hash=digest,
         executor=spec.executor,
         args_schema=spec.args_schema,
+        declared_risk=spec.declared_risk,
         idempotency_key=Step.key_for(run.pk, index, spec.tool, digest),
         risk=klass.risk,
         requested_by=requested_by,

@@ -240,7 +240,10 @@ class Step(ConcurrentTransitions, models.Model):
     ``executor`` says who runs the tool: agentops' workers (a registered tool) or the client
     app (any tool name; ``args_schema``, the JSON Schema the client gave, checks its arguments),
     which gets the step when it is ``ready`` and reports its outcome
-    (``runs.executor.client``). ``budget_crossing`` is set when the step had to wait for an
+    (``runs.executor.client``). ``declared_risk`` is the risk the tool's own server declared
+    for the call (an MCP server's annotations; empty: none), kept so that arguments a person
+    edits are classified again as the call was (``runs.gates.StepRequest``).
+    ``budget_crossing`` is set when the step had to wait for an
     approval to continue because its run crossed its budget (``runs.budget``).
     ``requested_by`` is who asked for the step (the run's requester, or the user whose
     session or token appended it): four eyes keeps them from deciding its approval.
@@ -281,6 +284,7 @@ class Step(ConcurrentTransitions, models.Model):
     args_hash = models.CharField(max_length=64)
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     args_schema = models.JSONField(default=dict, blank=True)
+    declared_risk = models.CharField(max_length=16, choices=Risk.choices, blank=True)
     budget_crossing = models.JSONField(null=True, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from agentops.actors import Actor
+from approvals.models import RiskRule
 from runs.control.create import run_create, step_append
 from runs.models import Run, Step
 
@@ -79,3 +80,19 @@ def client_step(user: Any, capture: Any, tool: str, args: dict[str, Any]) -> tup
     with capture(execute=True):
         step = step_append(actor=actor, run_id=run.pk, tool=tool, args=args, executor="client")
     return Run.objects.get(pk=run.pk), Step.objects.get(pk=step.pk)
+
+
+def transfer_rules() -> None:
+    """Issue 29's rules: a ``transfer_funds`` call needs one approval (high risk), one of an
+    ``amount`` over 1000 two (critical)."""
+    RiskRule.objects.create(
+        pattern="transfer_funds",
+        condition="amount > 1000",
+        risk="critical",
+        required_approvals=2,
+        priority=1,
+        description="large transfer",
+    )
+    RiskRule.objects.create(
+        pattern="transfer_funds", risk="high", priority=2, description="transfer"
+    )

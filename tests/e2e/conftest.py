@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from testsupport.factories import PASSWORD
 
@@ -38,6 +38,17 @@ def chromium(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         # its connections here, or the test database cannot be dropped at the end.
         connections.close_all()
         browser.close()
+
+
+def logged_in_page(chromium: Browser, base_url: str, username: str, next_url: str) -> Page:
+    """A page of a new 1280x900 browser context on ``base_url``, logged in as ``username``
+    and at ``next_url``; close it with ``page.context.close()``."""
+    context = chromium.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = context.new_page()
+    log_in(page, username, next_url)
+    return page
 
 
 def log_in(page: Page, username: str, next_url: str) -> None:
