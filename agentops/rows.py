@@ -43,6 +43,7 @@ from django.db.models.signals import post_init, pre_init
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin
 
 from agentops.adapt import Adapter, Param, adapter_of, param_of
+from agentops.clock import DatabaseTime
 from agentops.pipeline import CACHED_MAX_PARAMS, current_batch
 
 M = TypeVar("M", bound=Model)
@@ -311,27 +312,47 @@ def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
     return found[0]
 
 
+def _seconds(value: DatabaseTime, db: BaseDatabaseWrapper) -> float:
+    return float(value.seconds)
+
+
 @cache
 def _update_sql(
-    model: type[Model], names: tuple[str, ...], where: tuple[str, ...]
+    model: type[Model], names: tuple[str, ...], where: tuple[str, ...], clocked: frozenset[str]
 ) -> tuple[str, list[Adapter]]:
-    """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), and the
+    """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), those in
+    ``clocked`` to the database's clock plus a parameter's seconds (``DatabaseTime``), and the
     adaptation of each of its parameters' values (``agentops.adapt``), in order."""
     db = _db()
     table = _table(model)
     fields = [table.fields[name] for name in (*names, *where)]
-    columns = [f"{db.ops.quote_name(str(f.column))} = %s" for f in fields]
+    columns = [
+        f"{db.ops.quote_name(str(f.column))} = "
+        + (DatabaseTime.SQL if i < len(names) and f.name in clocked else "%s")
+        for i, f in enumerate(fields)
+    ]
     assignments = ", ".join(columns[: len(names)])
     conditions = " AND ".join(columns[len(names) :])
     sql = f"UPDATE {table.name} SET {assignments} WHERE {conditions}"  # noqa: S608 (no user input)
-    return sql, [adapter_of(f, db.vendor) for f in fields]
+    adapters = [
+        _seconds if i < len(names) and f.name in clocked else adapter_of(f, db.vendor)
+        for i, f in enumerate(fields)
+    ]
+    return sql, adapters
 
 
 def _update_params(
     model: type[Model], values: dict[str, Any], where: dict[str, Any]
 ) -> tuple[str, list[Any]]:
+    """The UPDATE of ``update_where`` and its parameters. A ``DatabaseTime`` value is written
+    as the database's clock on PostgreSQL, as this host's (the database's: one host) on
+    SQLite."""
     db = _db()
-    sql, adapters = _update_sql(model, tuple(values), tuple(where))
+    clocked = frozenset(name for name, value in values.items() if isinstance(value, DatabaseTime))
+    if clocked and db.vendor != "postgresql":
+        values = {k: v.on_host() if k in clocked else v for k, v in values.items()}
+        clocked = frozenset()
+    sql, adapters = _update_sql(model, tuple(values), tuple(where), clocked)
     raw = [*values.values(), *where.values()]
     params = [adapt(value, db) for adapt, value in zip(adapters, raw, strict=True)]
     return sql, params
@@ -339,7 +360,8 @@ def _update_params(
 
 def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
     """``UPDATE`` the rows of ``model`` whose fields equal ``where``, setting the fields of
-    ``values`` (adapted as the ORM adapts them); returns how many rows changed. Inside a batch,
+    ``values`` (adapted as the ORM adapts them; a ``DatabaseTime`` as the database's clock);
+    returns how many rows changed. Inside a batch,
     what it holds is sent with it (one round trip): use ``write_where`` when the count does
     not matter."""
     sql, params = _update_params(model, values, where)
@@ -381,7 +403,9 @@ def updated_fields(model: type[Model]) -> tuple[str, ...]:
 def update(obj: Model, *, guard: dict[str, Any]) -> None:
     """Write the ``UPDATED_FIELDS`` of ``obj`` that changed since it was loaded (all of them
     for an instance not loaded here), with its ``auto_now`` fields, to its row, if the row
-    still has the values of ``guard`` (e.g. ``{"status": <status it was read with>}``).
+    still has the values of ``guard`` (e.g. ``{"status": <status it was read with>}``). A
+    field holding an ``agentops.clock.DatabaseTime`` is written as the database's clock plus
+    its seconds, in the same statement.
 
     Raises:
         ConcurrentTransition: the row changed meanwhile (or is gone); inside a batch, from its

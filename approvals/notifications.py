@@ -19,7 +19,7 @@ The task that sends is an edge: ``ApprovalsConfig.ready`` installs it (``install
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 import apprise
@@ -29,8 +29,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
+from django.db.models.functions import Now
 
+from agentops.clock import DatabaseNow, database_now
 from approvals.models import (
     ApprovalRequest,
     GroupWebhooks,
@@ -148,7 +149,6 @@ def notifications_record(
     Call inside the transaction that changes the request, with it locked.
     """
     subject, body = _message(event, approval, run, step)
-    now = timezone.now()
     targets: list[tuple[str, int | None, str, str]] = []
     for group in dict.fromkeys(groups):
         for member_id, username, email in _members(group, run):
@@ -170,7 +170,7 @@ def notifications_record(
                     target=target,
                     subject=subject,
                     body=body,
-                    next_attempt_at=now,
+                    next_attempt_at=DatabaseNow(),
                 )
         except IntegrityError:
             continue
@@ -221,22 +221,22 @@ def notification_send(*, notification_id: int) -> str:
     ``backoff_seconds`` (a task is scheduled for then), or ``failed`` after
     ``AGENTOPS_NOTIFY_MAX_ATTEMPTS`` attempts.
     """
-    now = timezone.now()
+    # Due and claimed by the database's clock: the claim is a lease that beat, on another
+    # host, takes back once it runs out (``notifications_resend_due``).
     claimed = Notification.objects.filter(
-        pk=notification_id, status=NotificationStatus.PENDING, next_attempt_at__lte=now
+        pk=notification_id, status=NotificationStatus.PENDING, next_attempt_at__lte=Now()
     ).update(
         status=NotificationStatus.SENDING,
         attempts=F("attempts") + 1,
-        claimed_until=now + timedelta(seconds=settings.AGENTOPS_NOTIFY_CLAIM_SECONDS),
+        claimed_until=DatabaseNow() + timedelta(seconds=settings.AGENTOPS_NOTIFY_CLAIM_SECONDS),
     )
     if not claimed:
         return ""
     notification = Notification.objects.get(pk=notification_id)
     error = _deliver(notification)[:MAX_ERROR]
-    done = timezone.now()
     mine = Notification.objects.filter(pk=notification_id, status=NotificationStatus.SENDING)
     if not error:
-        mine.update(status=NotificationStatus.SENT, sent_at=done, claimed_until=None)
+        mine.update(status=NotificationStatus.SENT, sent_at=DatabaseNow(), claimed_until=None)
         return NotificationStatus.SENT
     logger.warning(
         "notification %s failed (attempt %s): %s", notification_id, notification.attempts, error
@@ -248,18 +248,19 @@ def notification_send(*, notification_id: int) -> str:
     mine.update(
         status=NotificationStatus.PENDING,
         last_error=error,
-        next_attempt_at=done + timedelta(seconds=delay),
+        next_attempt_at=DatabaseNow() + timedelta(seconds=delay),
         claimed_until=None,
     )
     _sender().send(notification_id, delay)
     return NotificationStatus.PENDING
 
 
-def notifications_resend_due(*, now: datetime | None = None) -> int:
+def notifications_resend_due() -> int:
     """Hand the workers again every notification whose message may be lost: pending and due
     (its task was lost, or its retry's), or claimed by a worker that died (its claim ran out:
-    it goes back to pending, so it may arrive twice). Returns how many were handed over."""
-    now = now or timezone.now()
+    it goes back to pending, so it may arrive twice), both by the database's clock. Returns
+    how many were handed over."""
+    now = database_now()
     Notification.objects.filter(status=NotificationStatus.SENDING, claimed_until__lt=now).update(
         status=NotificationStatus.PENDING, claimed_until=None
     )

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentops.actors import Actor
+from agentops.clock import database_now
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
 from approvals.models import (
@@ -86,7 +87,8 @@ class ApprovalGate:
             run=run,
             risk=step.risk,
             policy=policy.as_json(),
-            **policy.schedule(timezone.now()),
+            # Its times from the database's clock, which every process compares them with.
+            **policy.schedule(database_now()),
         )
         _record(
             actor,
@@ -202,7 +204,7 @@ def approval_decide(
         if refusal:
             raise PermissionDenied(refusal)
         expired = (
-            approval.status == ApprovalStatus.PENDING and approval.expires_at <= timezone.now()
+            approval.status == ApprovalStatus.PENDING and approval.expires_at <= database_now()
         )
         if expired:
             # Commit the expiry (and the step's refusal) before refusing the decision.
@@ -294,7 +296,7 @@ def _reclassified_stricter_locked(
     if found.stricter:
         Step.objects.filter(pk=step.pk).update(risk=found.risk, gate_params=found.policy.as_json())
         step.risk, step.gate_params = found.risk, found.policy.as_json()
-        approval.restart(risk=found.risk, policy=found.policy, now=timezone.now())
+        approval.restart(risk=found.risk, policy=found.policy, now=database_now())
         approval.save()
     _record_pending(actor, approval, run, "approval.reclassified", **found.audit)
     if found.stricter:
@@ -312,7 +314,7 @@ def approval_expire_due(*, actor: Actor) -> int:
     """Expire every pending request past ``expires_at``, each in its own transaction,
     refusing its step. Returns the count."""
     due = ApprovalRequest.objects.filter(
-        status=ApprovalStatus.PENDING, expires_at__lte=timezone.now()
+        status=ApprovalStatus.PENDING, expires_at__lte=database_now()
     ).values_list("pk", "run_id")
     expired = 0
     for approval_id, run_id in due:
@@ -327,7 +329,7 @@ def approval_expire_due(*, actor: Actor) -> int:
 
 
 def _due(field: str, done_field: str) -> list[tuple[int, Any]]:
-    now = timezone.now()
+    now = database_now()
     return list(
         ApprovalRequest.objects.filter(
             status=ApprovalStatus.PENDING,

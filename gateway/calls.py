@@ -21,10 +21,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
+from agentops.clock import database_now
 from agentops.errors import Conflict
 from gateway.models import McpSession, Upstream
 from projects.models import Project
@@ -126,7 +126,9 @@ def sessions_end_idle(*, idle_seconds: float, actor: Actor) -> dict[str, int]:
     without ending its session): a run with nothing open is completed (it succeeds); one with
     a call still open (waiting for a reviewer, or approved after its client left) is cancelled,
     since no client will take its answer. Returns ``{"completed": n, "cancelled": n}``."""
-    cutoff = timezone.now() - timedelta(seconds=idle_seconds)
+    # The database's clock, not this host's (the runs' ``updated_at`` are still their
+    # writers' clocks: a skew shifts the cutoff by as much, never more).
+    cutoff = database_now() - timedelta(seconds=idle_seconds)
     idle = Run.objects.filter(
         agent="mcp",
         client_done=False,

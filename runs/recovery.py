@@ -11,9 +11,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
 
 from agentops.actors import Actor
+from agentops.clock import database_now
 from audit.services import audited_atomic
 from runs import gates
 from runs.budget import Crossing
@@ -43,7 +43,9 @@ def step_recover_lost(*, step_id: int, actor: Actor) -> bool:
         if run is None:
             return False
         step = lock_step(step_id)
-        now = timezone.now()
+        # The database's clock, which wrote the lease: once the step is locked, so that a
+        # heartbeat committed while this waited counts.
+        now = database_now()
         if step.status != StepStatus.RUNNING or (
             step.lease_expires_at and step.lease_expires_at > now
         ):
@@ -81,7 +83,9 @@ def sweep(*, actor: Actor) -> dict[str, int]:
     to fail: under the approve policy their next step waits instead) and forgets expired
     ``Idempotency-Key``s. Returns counts by kind.
     """
-    now = timezone.now()
+    # Every time compared here was written from the database's clock (leases, retries), or
+    # is a deadline: the sweeper's host clock never decides.
+    now = database_now()
     stale = now - timedelta(seconds=settings.AGENTOPS_REQUEUE_AFTER_SECONDS)
     counts = {
         "lost": 0,

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
+from agentops.clock import DatabaseNow, DatabaseTime
 from audit.services import audited_atomic
 from runs.executor.ledger import ledger_open
 from runs.models import Run, Step, StepAttempt
@@ -55,8 +56,10 @@ def claim_locked(
     is the status of the step's row (pending when it was queued in this transaction)."""
     now = timezone.now()
     # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat extends
-    # it. Past it, the sweeper takes the worker for dead.
-    lease = now + timedelta(seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS)
+    # it. Past it, the sweeper takes the worker for dead. From the database's clock, which the
+    # sweeper compares it with, whatever this host's clock says (an SQL expression in the
+    # claim's UPDATE: no round trip more).
+    lease = DatabaseTime(step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS)
     step.claim(owner=actor.id, lease_expires_at=lease, now=now)
     save_step(step, status_was=status_was)
     rows.insert(
@@ -91,12 +94,12 @@ def claim_step(step_id: int, actor: Actor) -> Claim | None:
 
 def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
     """Extend the lease of a running step held by ``owner`` to now + ``extend_seconds``
-    (seconds).
+    (seconds), now by the database's clock (``agentops.clock``).
 
     Returns False when the lease is no longer ``owner``'s (the step was cancelled or recovered):
     the tool should stop. One conditional UPDATE, no lock held.
     """
-    lease = timezone.now() + timedelta(seconds=extend_seconds)
+    lease = DatabaseNow() + timedelta(seconds=extend_seconds)
     updated = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, lease_owner=owner).update(
         lease_expires_at=lease
     )

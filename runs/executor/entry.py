@@ -6,9 +6,8 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from django.utils import timezone
-
 from agentops.actors import Actor
+from agentops.clock import database_now
 from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
 from runs.executor.claim import claim_step
@@ -49,8 +48,8 @@ def step_execute(*, step_id: int, actor: Actor) -> None:
 
 
 def step_retry_due(*, step_id: int, actor: Actor) -> bool:
-    """Queue a step waiting to retry once its ``next_attempt_at`` has come (a wake-up up to
-    1 s early counts as due).
+    """Queue a step waiting to retry once its ``next_attempt_at`` has come by the database's
+    clock, which wrote it (a wake-up up to 1 s early counts as due).
 
     Returns True when the step was queued (the caller then executes it).
     """
@@ -61,7 +60,7 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
         step = lock_step(step_id)
         if step.status != StepStatus.WAITING_RETRY or run.status != RunStatus.RUNNING:
             return False
-        if step.next_attempt_at and step.next_attempt_at > timezone.now() + timedelta(seconds=1):
+        if step.next_attempt_at and step.next_attempt_at > database_now() + timedelta(seconds=1):
             return False
         step.enqueue()
         save_step(step, status_was=StepStatus.WAITING_RETRY)

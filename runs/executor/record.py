@@ -8,7 +8,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from functools import cache
 from typing import Any
 
@@ -18,6 +17,7 @@ from django.utils import timezone
 
 from agentops import rows
 from agentops.actors import Actor
+from agentops.clock import DatabaseTime
 from agentops.pipeline import current_batch
 from audit.models import AuditChainHead, run_chain
 from audit.services import (
@@ -119,7 +119,8 @@ def fail_or_retry(run: Run, step: Step, error: dict[str, Any], actor: Actor, now
     and the run."""
     if error.get("retryable") and step.attempts < step.max_attempts:
         delay = backoff_seconds(step.attempts)
-        step.schedule_retry(error=error, next_attempt_at=now + timedelta(seconds=delay), now=now)
+        # Due by the database's clock, which the sweeper and the retry's wake-up compare with.
+        step.schedule_retry(error=error, next_attempt_at=DatabaseTime(delay), now=now)
         save_step(step, status_was=StepStatus.RUNNING)
         record_transition(actor, step, StepStatus.RUNNING, error=error, retry_in_s=delay)
         save_run(run)

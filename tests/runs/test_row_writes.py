@@ -21,6 +21,7 @@ from django_fsm import FSMField
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops import rows
 from agentops.actors import Actor
+from agentops.clock import DatabaseTime, database_now
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.control.create import run_create, step_append
@@ -92,9 +93,19 @@ def read_back(monkeypatch):
     seen: list[tuple[str, str]] = []
 
     def checked_update(obj: Any, *, guard: dict[str, Any]) -> None:
+        before = database_now()
         real_update(obj, guard=guard)
         stored = type(obj).objects.filter(pk=obj.pk).values(*_values(obj)).get()
-        differing = {k for k, v in _values(obj).items() if stored[k] != v}
+        after = database_now()
+
+        def written(stored: Any, value: Any) -> bool:
+            if not isinstance(value, DatabaseTime):
+                return bool(stored == value)
+            # The database's clock as the UPDATE ran, plus the value's seconds.
+            offset = timedelta(seconds=value.seconds)
+            return stored is not None and before + offset <= stored <= after + offset
+
+        differing = {k for k, v in _values(obj).items() if not written(stored[k], v)}
         assert not differing, f"{type(obj).__name__} {obj.pk}: {differing} not written"
         seen.append((type(obj).__name__, str(obj.status)))
 
