@@ -9,6 +9,7 @@ daphne serves the pages; Playwright drives Debian's chromium. Screenshot:
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from playwright.sync_api import expect
@@ -21,8 +22,18 @@ pytestmark = pytest.mark.e2e
 
 
 def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
-    transactional_db, asgi_server, operator, reviewer, chromium, django_capture_on_commit_callbacks
+    transactional_db,
+    asgi_server,
+    operator,
+    reviewer,
+    chromium,
+    settings,
+    django_capture_on_commit_callbacks,
 ):
+    # The rules go to the server's shared cache (the project's key prefix, not this test's
+    # own), so that daphne, which classifies the edit, reads them again.
+    prefix = os.environ.get("AGENTOPS_CACHE_PREFIX", "agentops")
+    settings.CACHES = {n: {**c, "KEY_PREFIX": prefix} for n, c in settings.CACHES.items()}
     transfer_rules()
     _, step = client_step(
         operator, django_capture_on_commit_callbacks, "transfer_funds", {"amount": 5}
