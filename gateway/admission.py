@@ -36,7 +36,8 @@ _REMEMBERED = 10_000
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: the ``actor`` recorded on runs and steps, and the token's project."""
+    """Who is calling: the ``actor`` recorded on runs and steps (the token's user), and the
+    token's project. The pair owns the MCP sessions it opens (``gateway.calls``)."""
 
     actor: Actor
     project_id: int

@@ -14,6 +14,12 @@ or expired, the client gets an ``isError`` result with the reason and the upstre
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated. A session the client ends (``DELETE``) completes its run.
 
+A session belongs to the caller that opened it: the token's user in the token's project.
+Any other caller naming its ``Mcp-Session-Id`` (a call, its event stream, its ``DELETE``) is
+answered 404, as for a session that does not exist, and changes nothing: the SDK's session
+manager compares the principal in ``scope["user"]`` (``sdk_principal``) with the one that
+opened the session, and ``gateway.calls`` checks the run's owner again in the database.
+
 The step is committed before the upstream is called, always. The upstream's answer is
 committed before the client gets it, except for a read-only call (``calls.read_only_call``: the
 tool declares ``readOnlyHint`` and its risk is low), whose answer changes nothing: it goes out
@@ -42,10 +48,13 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     CallToolRequestParams,
     CallToolResult,
@@ -70,6 +79,24 @@ PREFIX = "/mcp/"
 # The client's progress token in a request's ``_meta`` (the SDK's name, and the wire's).
 _PROGRESS_KEYS = ("progress_token", "progressToken")
 DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
+
+
+def sdk_principal(caller: Caller) -> AuthenticatedUser:
+    """``caller`` as the ``mcp`` SDK's session manager identifies who opened a session: it
+    keeps the (``client_id``, issuer, ``subject``) of ``scope["user"]`` (an
+    ``AuthenticatedUser``) of the request that opened it, and answers any later request of
+    the session whose triple differs "Session not found", 404
+    (``StreamableHTTPSessionManager._handle_stateful_request``, mcp 2.3). The token's project
+    is the client, its user the subject; the token itself is not needed for the comparison
+    and is left out."""
+    user_id = caller.actor.user.pk
+    access = AccessToken(
+        token="",  # no token is kept: only the principal is compared
+        client_id=f"agentops-project:{caller.project_id}",
+        subject=f"agentops-user:{user_id}",
+        scopes=[],
+    )
+    return AuthenticatedUser(access)
 
 
 def _text_result(text: str, *, error: bool = True) -> CallToolResult:
@@ -154,6 +181,10 @@ class _Mounted:
                 args=dict(params.arguments or {}),
                 spec=tool,
             )
+        except calls.NoSuchSession:
+            # The session manager refuses another caller's session before this: this is the
+            # database's word on the same rule.
+            raise MCPError(INVALID_REQUEST, "Session not found") from None
         except (InvalidInput, Conflict) as exc:
             return _text_result(f"agentops refused the call: {exc}")
         step = await self._decided(ctx, params, step)
@@ -295,9 +326,20 @@ class Gateway:
         )
         if scope.get("method") == "DELETE" and session_id:
             # The client ends its session: its run appends no more steps (done before the
-            # answer, so a client that saw its session end finds its run complete).
-            await in_database(calls.session_end, session_id=session_id, actor=caller.actor)
-        scope = {**scope, "agentops.caller": caller, "agentops.upstream": upstream}
+            # answer, so a client that saw its session end finds its run complete). Another
+            # caller's DELETE ends nothing, and the session manager answers it 404.
+            await in_database(
+                calls.session_end,
+                session_id=session_id,
+                actor=caller.actor,
+                project_id=caller.project_id,
+            )
+        scope = {
+            **scope,
+            "user": sdk_principal(caller),
+            "agentops.caller": caller,
+            "agentops.upstream": upstream,
+        }
         await mounted.manager.handle_request(scope, receive, send)
 
 
