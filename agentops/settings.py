@@ -225,14 +225,19 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REDIS_URL = env_str("REDIS_URL", "")
 
-# The cache holds request and failed-token counts (throttles): shared by every process through
-# Redis, or per process without it.
+# The cache holds request and failed-token counts (throttles) and the shared versions of what
+# processes keep (``agentops.versions``): shared by every process through Redis, or per process
+# without it. While Redis cannot be reached it answers as an empty cache (``agentops.cache``).
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "agentops.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
+            # Seconds. A Redis that does not answer (a host gone from the network) costs a
+            # request this long once, then the cache does without it for a moment
+            # (``agentops.cache``); redis-py would otherwise wait for the system's TCP timeout.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
     }
 

@@ -40,7 +40,7 @@ from agentops.versions import SharedVersion
 
 # The version of what checking a credential reads: tokens, users, memberships (and the
 # gateway's upstreams).
-CREDENTIALS = SharedVersion("credentials-version", "API credentials")
+CREDENTIALS = SharedVersion("credentials-version")
 # Tokens kept per process (bounded: the oldest are forgotten first, and checked again if they
 # come back).
 _REMEMBERED = 10_000
