@@ -2,10 +2,11 @@
 SDK's session manager) in front of each upstream.
 
 A request must carry an agentops API token (``Authorization: Bearer <token>``, or ``Token
-<token>``) whose user may create and drive runs in the token's project: else 401 or 403, before
-any MCP message is read. ``tools/list`` answers the upstream's tools. ``tools/call`` becomes a
-step of the session's run (``gateway.calls``): a call that needs no approval is forwarded at
-once; one that waits for a reviewer keeps its request open, with a progress notification every
+<token>``) whose user may create and drive runs in the token's project: else 401 or 403 (429
+past the REST API's bad-token limit, ``agentops.bad_tokens``), before any MCP message is
+read. ``tools/list`` answers the upstream's tools. ``tools/call`` becomes a step of the
+session's run (``gateway.calls``): a call that needs no approval is forwarded at once; one
+that waits for a reviewer keeps its request open, with a progress notification every
 ``AGENTOPS_MCP_PROGRESS_SECONDS`` (when the client asked for progress), until the approval is
 decided. Approved, the upstream receives exactly the step's arguments as approved (edits
 included), and in ``_meta`` the client's own entries plus the step's idempotency key
@@ -65,6 +66,7 @@ from mcp.types import (
     Tool,
 )
 
+from agentops.addresses import scope_address
 from agentops.errors import Conflict, InvalidInput
 from gateway import calls
 from gateway.admission import Admitted, Caller, admit
@@ -311,7 +313,9 @@ class Gateway:
         authorization = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
         )
-        admitted = await in_database(admit, name=name, authorization=authorization)
+        admitted = await in_database(
+            admit, name=name, authorization=authorization, address=scope_address(scope)
+        )
         if not isinstance(admitted, Admitted):
             status, detail, headers = admitted
             await _answer(send, status, detail, headers)
