@@ -19,7 +19,9 @@ A session belongs to the caller that opened it: the token's user in the token's 
 Any other caller naming its ``Mcp-Session-Id`` (a call, its event stream, its ``DELETE``) is
 answered 404, as for a session that does not exist, and changes nothing: the SDK's session
 manager compares the principal in ``scope["user"]`` (``sdk_principal``) with the one that
-opened the session, and ``gateway.calls`` checks the run's owner again in the database.
+opened the session, and ``gateway.calls`` checks the run's owner again in the database. A
+request of the sessionless protocol (2026-07-28) that names a session is answered 404 too:
+the SDK serves it without its session manager, so nothing would have checked that session.
 
 The step is committed before the upstream is called, always. The upstream's answer is
 committed before the client gets it, except for a read-only call (``calls.read_only_call``: the
@@ -54,6 +56,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -65,6 +68,7 @@ from mcp.types import (
     TextContent,
     Tool,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from agentops.addresses import scope_address
 from agentops.errors import Conflict, InvalidInput
@@ -301,6 +305,16 @@ class _Mounted:
 _in_flight: dict[int, asyncio.Future[CallToolResult]] = {}
 
 
+def _sessionless(scope: dict[str, Any]) -> bool:
+    """Whether the SDK serves the request by the sessionless protocol (2026-07-28), without
+    its session manager and so without looking at ``Mcp-Session-Id``: it routes so a request
+    whose ``mcp-protocol-version`` is not one of the handshake era's
+    (``StreamableHTTPSessionManager._handle_request``, mcp 2.3)."""
+    name = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+    version = next((v.decode("latin1") for k, v in scope.get("headers", []) if k == name), None)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 class Gateway:
     """The ASGI app of ``/mcp/<upstream>/``: authenticate, then hand the request to that
     upstream's MCP session manager (started on first use in this process's event loop)."""
@@ -328,6 +342,9 @@ class Gateway:
         session_id = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"mcp-session-id"), ""
         )
+        if session_id and _sessionless(scope):
+            await _answer(send, 404, "Session not found", [])
+            return
         if scope.get("method") == "DELETE" and session_id:
             # The client ends its session: its run appends no more steps (done before the
             # answer, so a client that saw its session end finds its run complete). Another

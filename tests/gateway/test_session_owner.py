@@ -1,9 +1,10 @@
 """An MCP session belongs to the token's user in the token's project that opened it (issue 29,
 item 2). Against a real daphne, with the ``mcp`` SDK's client as the session's owner: another
 user (a viewer of the owner's project, an operator of their own) and the owner's own token of
-another project name the session in a call, its event stream and its ``DELETE``, and are
-answered 404 as for a session that does not exist; nothing changes, the upstream is never
-called (its own log says so), and the owner's session goes on."""
+another project name the session in a call, its event stream, its ``DELETE`` and a call by
+the sessionless protocol, and are answered 404 as for a session that does not exist; nothing
+changes, the upstream is never called (its own log says so), and the owner's session goes
+on."""
 
 from __future__ import annotations
 
@@ -44,16 +45,33 @@ def _call(session_id: str, token: str) -> dict[str, Any]:
     }
 
 
+# A call by the sessionless protocol: a request of its own, that the SDK serves without its
+# session manager.
+SESSIONLESS = {
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "lookup",
+}
+SESSIONLESS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
 async def _intrude(url: str, session_id: str, token: str) -> list[int]:
-    """The statuses of a call, a GET of the event stream and a DELETE naming ``session_id``
-    with ``token``."""
+    """The statuses of a call, a GET of the event stream, a DELETE and a call by the
+    sessionless protocol naming ``session_id`` with ``token``."""
     headers = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session_id}
+    sessionless = _call(session_id, token)
+    sessionless["json"]["params"]["_meta"] = SESSIONLESS_META
+    sessionless["headers"] |= SESSIONLESS
     async with httpx2.AsyncClient(timeout=30) as http:
         call = await http.post(url, **_call(session_id, token))
         async with http.stream("GET", url, headers={**headers, "Accept": ACCEPT}) as stream:
             listened = stream.status_code
         ended = await http.delete(url, headers=headers)
-    return [call.status_code, listened, ended.status_code]
+        unchecked = await http.post(url, **sessionless)
+    return [call.status_code, listened, ended.status_code, unchecked.status_code]
 
 
 def test_another_caller_cannot_call_listen_to_or_end_a_session(asgi_server, bank, upstream_log):
@@ -80,7 +98,7 @@ def test_another_caller_cannot_call_listen_to_or_end_a_session(asgi_server, bank
             def refused(token: str) -> None:
                 with assert_unchanged():
                     statuses = asyncio.run(_intrude(url, session_id, token))
-                assert statuses == [404, 404, 404]
+                assert statuses == [404, 404, 404, 404]
 
             for token in others:
                 await asyncio.to_thread(refused, token)
