@@ -5,7 +5,6 @@ started by the sweeper once the broker is back (``runs.recovery``)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,50 +13,34 @@ import pytest
 
 from audit.models import AuditEvent
 from runs.models import Run
-from tests.conftest import _child_env
+from tests.conftest import AsgiServer
 from testsupport.factories import make_token
-from testsupport.processes import Process, daphne_command, free_port
+from testsupport.processes import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-class _Served:
-    def __init__(self, url: str, log: Path, redis_port: int) -> None:
-        self.url, self.log, self.redis_port = url, log, redis_port
-
-
 @pytest.fixture
-def without_redis(tmp_path: Path) -> Iterator[_Served]:
-    """A daphne whose ``REDIS_URL`` is a port nothing listens on, with throttles of one
-    request a minute (a working throttle would refuse the second)."""
-    redis_port, port = free_port(), free_port()
-    env = {
-        **_child_env(),
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "AGENTOPS_DB_POOL": "1",
-        "AGENTOPS_THROTTLE_USER": "1/min",
-        "AGENTOPS_THROTTLE_ANON": "1/min",
-    }
-    log = tmp_path / "daphne.log"
-    server = Process(daphne_command(port=port), env, log, name="daphne")
-
-    def accepts() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    server.wait_until(accepts, "daphne")
-    yield _Served(f"http://127.0.0.1:{port}", log, redis_port)
+def without_redis(tmp_path: Path) -> Iterator[tuple[AsgiServer, int]]:
+    """A daphne whose ``REDIS_URL`` is a port nothing listens on (that port), with throttles
+    of one request a minute (a working throttle would refuse the second)."""
+    redis_port = free_port()
+    server = AsgiServer(
+        tmp_path / "daphne.log",
+        REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
+        AGENTOPS_THROTTLE_USER="1/min",
+        AGENTOPS_THROTTLE_ANON="1/min",
+    )
+    yield server, redis_port
     server.stop()
 
 
 def test_the_api_serves_and_records_runs_without_redis_and_logs_the_outage_once(
     without_redis, operator
 ):
+    server, redis_port = without_redis
     headers = {"Authorization": f"Token {make_token(operator)}"}
-    with httpx2.Client(base_url=without_redis.url, timeout=60) as http:
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
         created = [
             http.post(
                 "/api/v1/runs/", json={"agent": "client", "goal": f"no redis {n}"}, headers=headers
@@ -76,8 +59,8 @@ def test_the_api_serves_and_records_runs_without_redis_and_logs_the_outage_once(
     assert {str(e.run_id) for e in AuditEvent.objects.filter(verb="run.created")} == ids
     assert {r["id"] for r in listed.json()["results"]} == ids
 
-    text = without_redis.log.read_text()
-    where = f"127.0.0.1:{without_redis.redis_port}"
+    text = server.log.read_text()
+    where = f"127.0.0.1:{redis_port}"
     assert text.count(f"the shared cache (Redis at {where}) is unreachable") == 1, text
     assert text.count("the Celery broker is unreachable") == 1, text
     assert "Internal Server Error" not in text
