@@ -111,9 +111,8 @@ REST_KNOX = {
     "AUTH_HEADER_PREFIX": "Token",
     "AUTO_REFRESH": False,
 }
-# A client address that sent this many bad tokens with the same prefix within a minute gets
-# 429s for that prefix until the minute is over (``agentops.bad_tokens``), so tokens cannot be
-# guessed at speed.
+# Bad tokens of one prefix a client address may send within a minute before that prefix gets
+# 429s from it for the rest of the minute (``agentops.bad_tokens``).
 AGENTOPS_BAD_TOKENS_PER_MINUTE = env_int("AGENTOPS_BAD_TOKENS_PER_MINUTE", 20, minimum=1)
 # The reverse proxies in front of the site (addresses or CIDR networks): from them, and only
 # from them, X-Forwarded-For names the client (``agentops.addresses``).
@@ -231,18 +230,16 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REDIS_URL = env_str("REDIS_URL", "")
 
-# The cache holds request and failed-token counts (throttles) and the shared versions of what
-# processes keep (``agentops.versions``): shared by every process through Redis, or per process
-# without it. While Redis cannot be reached it answers as an empty cache (``agentops.cache``).
+# The cache holds request and failed-token counts and ``agentops.versions``: shared through
+# Redis (an empty cache while it cannot be reached: ``agentops.cache``), or per process.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "agentops.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
-            # Seconds. A Redis that does not answer (a host gone from the network) costs a
-            # request this long once, then the cache does without it for a moment
-            # (``agentops.cache``); redis-py would otherwise wait for the system's TCP timeout.
+            # Seconds a Redis that does not answer may cost a request (then the cache does
+            # without it for a moment); redis-py would wait for the system's TCP timeout.
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
     }
@@ -308,9 +305,8 @@ REST_FRAMEWORK = {
         "agentops.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Requests per client: signed-in users by user, others by address (DRF's throttles,
-    # counted in the cache, by the address ``agentops.addresses`` reads). Generous: they stop
-    # floods, not agents.
+    # Requests per client: signed-in users by user, others by address (``agentops.addresses``),
+    # counted in the cache. Generous: they stop floods, not agents.
     "DEFAULT_THROTTLE_CLASSES": [
         "agentops.throttles.AnonRateThrottle",
         "agentops.throttles.UserRateThrottle",
