@@ -240,7 +240,7 @@ if REDIS_URL:
             "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
             # Seconds a Redis that does not answer may cost a request (then the cache does
             # without it for a moment); redis-py would wait for the system's TCP timeout.
-            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }
     }
 
