@@ -106,15 +106,15 @@ def _admit_from_database(
     if upstream is None:
         return (404, f"no MCP upstream {name!r}", []), None
     keyword, _, key = authorization.partition(" ")
-    token = key.strip().encode("latin1")  # the header's own bytes (``Gateway`` decoded them)
-    if keyword.lower() not in ("bearer", "token") or not token:
+    presented = key.strip().encode("latin1")  # the header's bytes (``Gateway`` decoded them)
+    if keyword.lower() not in ("bearer", "token") or not presented:
         return _UNAUTHENTICATED, None
-    if bad_tokens.refused(address, token):
+    if bad_tokens.refused(address, presented):
         wait = str(bad_tokens.WINDOW_SECONDS).encode()
         return (429, "too many bad tokens from this address", [(b"retry-after", wait)]), None
-    found = _authenticate(token)
+    found = _authenticate(presented)
     if found is None:
-        bad_tokens.failed(address, token)
+        bad_tokens.failed(address, presented)
         return _UNAUTHENTICATED, None
     user, token = found
     access = Access.of(user, token)
