@@ -53,7 +53,7 @@ def _addresses(urls: Iterable[str]) -> str:
         parts = urlsplit(url)
         if parts.hostname:
             places.append(f"{parts.hostname}:{parts.port or 6379}")
-        else:  # a Unix socket, or an in-memory transport
+        else:  # a Unix socket
             places.append(f"{parts.scheme}://{parts.path}")
     return ", ".join(places)
 
