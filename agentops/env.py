@@ -6,6 +6,7 @@ a deployment is an error at start-up, never a silent default (habit taken from h
 """
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -59,3 +60,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Return the variable ``name`` read as comma-separated IP addresses or networks (CIDR:
+    ``10.0.0.0/8``, ``fd00::/8``; an address is a network of one), none when it is unset.
+
+    Raises:
+        ImproperlyConfigured: an item is neither an address nor a network (a network with host
+            bits set, ``10.0.0.1/8``, is refused as ambiguous).
+    """
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ip_network(item))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is no IP address or network") from None
+    return tuple(networks)

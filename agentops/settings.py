@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from agentops.csp import DEFAULT_POLICY as DEFAULT_CSP
-from agentops.env import env_bool, env_int, env_list, env_str
+from agentops.env import env_bool, env_int, env_list, env_networks, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var")))
@@ -95,6 +95,8 @@ AXES_FAILURE_LIMIT = env_int("AGENTOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_int("AGENTOPS_LOGIN_LOCKOUT_SECONDS", 900, minimum=1) / 3600
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# The address of a sign-in, behind the trusted proxies too (``agentops.addresses``).
+AXES_CLIENT_IP_CALLABLE = "agentops.addresses.request_address"
 AXES_VERBOSE = False
 
 # API tokens: django-rest-knox, with the project-scoped model of ``projects``. Only a SHA-512
@@ -109,9 +111,12 @@ REST_KNOX = {
     "AUTH_HEADER_PREFIX": "Token",
     "AUTO_REFRESH": False,
 }
-# A client address that sent this many bad tokens within a minute gets 429s until the
-# minute is over (``agentops.tokens.TokenAuthentication``), so tokens cannot be guessed at speed.
+# Bad tokens of one prefix a client address may send within a minute before that prefix gets
+# 429s from it for the rest of the minute (``agentops.bad_tokens``).
 AGENTOPS_BAD_TOKENS_PER_MINUTE = env_int("AGENTOPS_BAD_TOKENS_PER_MINUTE", 20, minimum=1)
+# The reverse proxies in front of the site (addresses or CIDR networks): from them, and only
+# from them, X-Forwarded-For names the client (``agentops.addresses``).
+AGENTOPS_TRUSTED_PROXIES = env_networks("AGENTOPS_TRUSTED_PROXIES")
 # The Content-Security-Policy of every response (``agentops.csp``).
 AGENTOPS_CSP = env_str("AGENTOPS_CSP", DEFAULT_CSP)
 
@@ -225,14 +230,17 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REDIS_URL = env_str("REDIS_URL", "")
 
-# The cache holds request and failed-token counts (throttles): shared by every process through
-# Redis, or per process without it.
+# The cache holds request and failed-token counts and ``agentops.versions``: shared through
+# Redis (an empty cache while it cannot be reached: ``agentops.cache``), or per process.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "agentops.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("AGENTOPS_CACHE_PREFIX", "agentops"),
+            # Seconds a Redis that does not answer may cost a request (then the cache does
+            # without it for a moment); redis-py would wait for the system's TCP timeout.
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }
     }
 
@@ -297,11 +305,11 @@ REST_FRAMEWORK = {
         "agentops.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Requests per client: signed-in users by user, others by address (DRF's throttles,
-    # counted in the cache). Generous: they stop floods, not agents.
+    # Requests per client: signed-in users by user, others by address (``agentops.addresses``),
+    # counted in the cache. Generous: they stop floods, not agents.
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "agentops.throttles.AnonRateThrottle",
+        "agentops.throttles.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("AGENTOPS_THROTTLE_ANON", "120/min"),

@@ -29,18 +29,19 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.settings import knox_settings
 from rest_framework import exceptions
+from rest_framework.authentication import get_authorization_header
 
+from agentops import bad_tokens
+from agentops.addresses import request_address
 from agentops.versions import SharedVersion
 
 # The version of what checking a credential reads: tokens, users, memberships (and the
 # gateway's upstreams).
-CREDENTIALS = SharedVersion("credentials-version", "API credentials")
+CREDENTIALS = SharedVersion("credentials-version")
 # Tokens kept per process (bounded: the oldest are forgotten first, and checked again if they
 # come back).
 _REMEMBERED = 10_000
@@ -86,37 +87,44 @@ def _for_this_request(kept: _Checked) -> tuple[Any, Any]:
     return user, token
 
 
-def client_address(request: Any) -> str:
-    """The client's IP address as the web server saw it (``REMOTE_ADDR``)."""
-    return str(request.META.get("REMOTE_ADDR", ""))
-
-
 _TOKEN_SHAPE = re.compile(rb"[0-9a-f]{%d}" % knox_settings.AUTH_TOKEN_CHARACTER_LENGTH)
+
+
+def _presented(request: Any) -> bytes | None:
+    """What follows ``Token`` in the request's ``Authorization`` header (knox's reading of
+    it), ``b""`` when nothing or more than one word does; None without such a header."""
+    words = get_authorization_header(request).split()
+    if not words or words[0].lower() != knox_settings.AUTH_HEADER_PREFIX.lower().encode():
+        return None
+    return words[1] if len(words) == 2 else b""
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
     """``Authorization: Token <token>``: django-rest-knox's hashed tokens (``KNOX_TOKEN_MODEL``)
     with two changes.
 
-    - A client address that sent ``AGENTOPS_BAD_TOKENS_PER_MINUTE`` bad tokens within a
-      minute is answered 429 until that minute ends, before any token is checked: a token
-      cannot be guessed at speed (DRF's throttles run after authentication, too late for this).
+    - A token whose client address and prefix failed ``AGENTOPS_BAD_TOKENS_PER_MINUTE`` times
+      within a minute is answered 429 until that minute ends, before it is checked
+      (``agentops.bad_tokens``): a token cannot be guessed at speed (DRF's throttles run
+      after authentication, too late for this), and other clients' failures never refuse a
+      valid token.
     - An expired token is refused and deleted; other tokens are left to retention instead of
       being scanned on every request (knox's clean-up reads all the user's tokens each time).
     """
 
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        key = f"bad-tokens:{client_address(request)}"
-        if (cache.get(key) or 0) >= settings.AGENTOPS_BAD_TOKENS_PER_MINUTE:
-            raise exceptions.Throttled(detail="too many bad tokens from this address")
+        token = _presented(request)
+        if token is None:
+            return None
+        address = request_address(request)
+        if bad_tokens.refused(address, token):
+            raise exceptions.Throttled(
+                wait=bad_tokens.WINDOW_SECONDS, detail="too many bad tokens from this address."
+            )
         try:
             return super().authenticate(request)
         except exceptions.AuthenticationFailed:
-            if cache.add(key, 1, timeout=60) is False:
-                try:
-                    cache.incr(key)
-                except ValueError:  # expired between add and incr
-                    cache.add(key, 1, timeout=60)
+            bad_tokens.failed(address, token)
             raise
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, Any]:

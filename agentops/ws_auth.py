@@ -28,6 +28,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 from rest_framework.exceptions import AuthenticationFailed
 
+from agentops import bad_tokens
+from agentops.addresses import scope_address
 from agentops.tokens import TokenAuthentication
 
 TOKEN_KEYWORD = b"token"
@@ -46,13 +48,18 @@ def token_key(scope: dict[str, Any]) -> str:
     return ""
 
 
-@database_sync_to_async
-def user_for_token(key: str) -> tuple[Any, Any]:
+def user_for_token(key: str, address: str) -> tuple[Any, Any]:
     """(the active user owning token ``key``, the stored token), or (``AnonymousUser``, None)
-    for a wrong, expired or revoked token or an inactive user."""
+    for a wrong, expired or revoked token or an inactive user, and, unchecked, for a token
+    over the bad-token limit of the client ``address`` (``agentops.bad_tokens``, the REST
+    API's limit, whose counts it adds to)."""
+    token = key.encode()
+    if bad_tokens.refused(address, token):
+        return AnonymousUser(), None
     try:
-        return TokenAuthentication().authenticate_credentials(key.encode())
-    except (AuthenticationFailed, UnicodeEncodeError):
+        return TokenAuthentication().authenticate_credentials(token)
+    except AuthenticationFailed:
+        bad_tokens.failed(address, token)
         return AnonymousUser(), None
 
 
@@ -64,7 +71,8 @@ class TokenAuthMiddleware(BaseMiddleware):
         scope = dict(scope)
         key = token_key(scope)
         if key:
-            scope["user"], scope["auth"] = await user_for_token(key)
+            found = database_sync_to_async(user_for_token)
+            scope["user"], scope["auth"] = await found(key, scope_address(scope))
         return await super().__call__(scope, receive, send)
 
 

@@ -54,7 +54,7 @@ def default_rules() -> list[dict[str, object]]:
 # The version of the risk rules in the shared cache (Redis): a token, replaced whenever a
 # rule or group changes (``rules_changed``).
 _RULES_VERSION = "agentops:risk-rules:version"
-_rules_version = SharedVersion(_RULES_VERSION, "the risk rules")
+_rules_version = SharedVersion(_RULES_VERSION)
 
 
 @dataclass

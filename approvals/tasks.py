@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from agentops.actors import Actor
+from agentops.celery import send_or_drop
 from approvals import notifications, services
 from runs.tasks import DatabaseTask
 
@@ -29,7 +30,8 @@ def notify_due() -> dict[str, int]:
 
 class CeleryNotificationSender:
     """Sends notifications (``approvals.notifications``) as ``send_notification`` tasks;
-    installed by ``ApprovalsConfig.ready``."""
+    installed by ``ApprovalsConfig.ready``. While the broker cannot be reached they are
+    dropped (beat hands them over again): ``agentops.celery.send_or_drop``."""
 
     def send(self, notification_id: int, delay: float) -> None:
-        send_notification.apply_async((notification_id,), countdown=delay)
+        send_or_drop(send_notification, (notification_id,), countdown=delay)

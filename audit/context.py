@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agentops.actors import Actor, ActorKind
+from agentops.addresses import request_address
 
 _request: ContextVar[Any] = ContextVar("audit_request", default=None)
 
@@ -28,8 +29,9 @@ def acting_request(request: Any) -> Iterator[None]:
 
 
 def client_ip(request: Any) -> str:
-    """The address the request came from (``REMOTE_ADDR``: the proxy's, behind one), or ""."""
-    return str(getattr(request, "META", {}).get("REMOTE_ADDR", "")) if request else ""
+    """The client's address of the request (behind trusted proxies too:
+    ``agentops.addresses``), or "" without a request."""
+    return request_address(request) if request is not None and hasattr(request, "META") else ""
 
 
 # Programs whose first argument names what they do (``manage.py migrate``).

@@ -14,7 +14,9 @@ Events are sent after their transaction commits. With Redis, a per-process sende
 its own event loop sends them in commit order, so the transaction's caller (a worker finishing
 a step) does not wait for Redis and the loop keeps its connections; without Redis (the
 in-memory layer of a quick local start) they are sent inline. A client that misses a message
-(the process died before sending it) replays it from the database when it reconnects.
+(the process died before sending it, or Redis was down) replays it from the database when it
+reconnects. While Redis cannot be reached the events are dropped, and the outage is logged
+when it begins and ends (``agentops.outages``), not per message.
 """
 
 from __future__ import annotations
@@ -31,10 +33,18 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from agentops.outages import REDIS_UNREACHABLE, Outage
+
 if TYPE_CHECKING:
     from audit.models import AuditEvent
 
 logger = logging.getLogger(__name__)
+
+CHANNEL_LAYER = Outage(
+    "the channel layer (Redis)",
+    "live events are not published: live clients read what they missed from the database "
+    "when they reconnect",
+)
 
 
 def runs_group(project_id: int) -> str:
@@ -71,7 +81,7 @@ async def _watched(layer: Any, groups: list[str]) -> set[str]:
     """Those of ``groups`` that some client has joined, by one pipelined count per Redis
     connection of channels_redis's ``RedisChannelLayer`` (its group key and expiry, as its
     ``group_send`` reads them: channels_redis 4.x); every one of ``groups`` for another layer,
-    or when Redis could not answer.
+    or when Redis answered with an error.
 
     Asked after the events' commit, as ``group_send`` would: a client joins its groups before
     it reads the database (``audit.consumers``), so one that joined too late to be counted
@@ -91,6 +101,8 @@ async def _watched(layer: Any, groups: list[str]) -> set[str]:
                 pipe.zcount(layer._group_key(group), oldest, "+inf")
             counts = await pipe.execute()
             watched.update(group for group, count in zip(some, counts, strict=True) if count)
+    except REDIS_UNREACHABLE:
+        raise
     except Exception:
         logger.exception("could not read who watches %s; sending to all", groups)
         return set(groups)
@@ -98,6 +110,19 @@ async def _watched(layer: Any, groups: list[str]) -> set[str]:
 
 
 async def _send_batch(layer: Any, batch: Batch) -> None:
+    # The database already holds the events; a client that missed them replays them on
+    # reconnect, so a broken channel layer must not fail anything else.
+    if CHANNEL_LAYER.skipping():
+        return
+    try:
+        await _send_to_watched(layer, batch)
+    except REDIS_UNREACHABLE as exc:
+        CHANNEL_LAYER.failed(exc)
+        return
+    CHANNEL_LAYER.reached()
+
+
+async def _send_to_watched(layer: Any, batch: Batch) -> None:
     # Most groups have no client (no one watching that run): their ``group_send`` would cost
     # two Redis round trips each for nothing, a tenth of a worker's CPU a step
     # (``benchmarks/README.md``, "throughput"); one pipelined count per batch finds them.
@@ -107,9 +132,9 @@ async def _send_batch(layer: Any, batch: Batch) -> None:
             continue
         try:
             await layer.group_send(group, message)
+        except REDIS_UNREACHABLE:
+            raise
         except Exception:
-            # The database already holds the event; a client that missed it replays it on
-            # reconnect, so a broken channel layer must not fail anything else.
             logger.exception("could not publish audit event to %s", group)
 
 

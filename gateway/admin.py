@@ -71,9 +71,23 @@ class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
 
 @admin.register(McpSession)
 class McpSessionAdmin(admin.ModelAdmin):
+    """MCP sessions and their runs, for superusers only: a session id is of use to its owner
+    alone (``gateway.calls``), so no other staff user sees one, whatever model permissions
+    they hold."""
+
     list_display = ["session_id", "upstream", "run", "created_at"]
     list_filter = ["upstream"]
     readonly_fields = ["session_id", "upstream", "run", "created_at"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Django opens the list and the page to whoever may change, not only view.
+        return request.user.is_superuser
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -23,6 +23,7 @@ from typing import Any
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
+from agentops import bad_tokens
 from agentops.actors import Actor
 from agentops.tokens import CREDENTIALS, TokenAuthentication
 from gateway.models import Upstream
@@ -36,7 +37,8 @@ _REMEMBERED = 10_000
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: the ``actor`` recorded on runs and steps, and the token's project."""
+    """Who is calling: the ``actor`` recorded on runs and steps (the token's user), and the
+    token's project. The pair owns the MCP sessions it opens (``gateway.calls``)."""
 
     actor: Actor
     project_id: int
@@ -51,6 +53,11 @@ class Admitted:
 
 
 Refused = tuple[int, str, list[tuple[bytes, bytes]]]
+_UNAUTHENTICATED: Refused = (
+    401,
+    "an agentops API token is required",
+    [(b"www-authenticate", b'Bearer realm="agentops"')],
+)
 
 
 @dataclass(frozen=True)
@@ -65,11 +72,13 @@ class _Kept:
 _kept: dict[tuple[str, str], _Kept] = {}
 
 
-def admit(name: str, authorization: str) -> Admitted | Refused:
+def admit(name: str, authorization: str, address: str) -> Admitted | Refused:
     """The upstream ``name`` (an enabled one) and the caller of ``authorization`` (``Bearer
     <token>`` or ``Token <token>``: an API token whose user holds ``NEEDED`` in the token's
-    project), or the refusal to answer as ``(HTTP status, detail, extra headers)``: 404 (no
-    such enabled upstream), 401 (no valid token), 403 (no role to run tools)."""
+    project) from the client ``address``, or the refusal to answer as ``(HTTP status, detail,
+    extra headers)``: 404 (no such enabled upstream), 401 (no valid token), 429 (too many bad
+    tokens of this prefix from this address: ``agentops.bad_tokens``, the REST API's limit),
+    403 (no role to run tools)."""
     key = (name, hashlib.sha256(authorization.encode()).hexdigest())
     version = CREDENTIALS.current()
     kept = _kept.get(key)
@@ -81,7 +90,7 @@ def admit(name: str, authorization: str) -> Admitted | Refused:
     ):
         return kept.admitted
     _kept.pop(key, None)
-    found, expiry = _admit_from_database(name, authorization)
+    found, expiry = _admit_from_database(name, authorization, address)
     if version is not None and isinstance(found, Admitted):
         if len(_kept) >= _REMEMBERED:
             del _kept[next(iter(_kept))]
@@ -90,16 +99,23 @@ def admit(name: str, authorization: str) -> Admitted | Refused:
 
 
 def _admit_from_database(
-    name: str, authorization: str
+    name: str, authorization: str, address: str
 ) -> tuple[Admitted | Refused, datetime | None]:
     """What the database says of the request, and the token's expiry when it is admitted."""
     upstream = Upstream.objects.filter(name=name, enabled=True).first()
     if upstream is None:
         return (404, f"no MCP upstream {name!r}", []), None
-    found = _authenticate(authorization)
+    keyword, _, key = authorization.partition(" ")
+    presented = key.strip().encode("latin1")  # the header's bytes (``Gateway`` decoded them)
+    if keyword.lower() not in ("bearer", "token") or not presented:
+        return _UNAUTHENTICATED, None
+    if bad_tokens.refused(address, presented):
+        wait = str(bad_tokens.WINDOW_SECONDS).encode()
+        return (429, "too many bad tokens from this address", [(b"retry-after", wait)]), None
+    found = _authenticate(presented)
     if found is None:
-        challenge = [(b"www-authenticate", b'Bearer realm="agentops"')]
-        return (401, "an agentops API token is required", challenge), None
+        bad_tokens.failed(address, presented)
+        return _UNAUTHENTICATED, None
     user, token = found
     access = Access.of(user, token)
     if not all(access.can(perm, token.project_id) for perm in NEEDED):
@@ -108,11 +124,8 @@ def _admit_from_database(
     return Admitted(upstream, caller), token.expiry
 
 
-def _authenticate(authorization: str) -> tuple[Any, Any] | None:
-    keyword, _, key = authorization.partition(" ")
-    if keyword.lower() not in ("bearer", "token") or not key.strip():
-        return None
+def _authenticate(token: bytes) -> tuple[Any, Any] | None:
     try:
-        return TokenAuthentication().authenticate_credentials(key.strip().encode())
-    except (AuthenticationFailed, UnicodeEncodeError):
+        return TokenAuthentication().authenticate_credentials(token)
+    except AuthenticationFailed:
         return None

@@ -2,12 +2,14 @@
 call's step, the outcome reported back.
 
 Each MCP session (its ``Mcp-Session-Id``) through ``/mcp/<upstream>/`` is a run of agent kind
-``mcp`` in the project of the token that opened it; each ``tools/call`` is a client step of
-that run, classified by the risk rules first and else by the tool's MCP annotations
-(``declared_risk``). The same call repeated in the same session while its step is still open
-(a client that lost its connection while a reviewer decided) is the same step: its
-``tool_call_id`` is a digest of the tool and the arguments as the client sent them, which a
-reviewer's edits do not change.
+``mcp`` in the project of the token that opened it, requested by the token's user: the session
+belongs to that user in that project, its owner, and to nobody else (another caller finds no
+such session). Its id is kept only in ``McpSession``, never in the run, whose metadata viewers
+read. Each ``tools/call`` is a client step of that run, classified by the risk rules first and
+else by the tool's MCP annotations (``declared_risk``). The same call repeated in the same
+session while its step is still open (a client that lost its connection while a reviewer
+decided) is the same step: its ``tool_call_id`` is a digest of the tool and the arguments as
+the client sent them, which a reviewer's edits do not change.
 """
 
 from __future__ import annotations
@@ -45,16 +47,54 @@ OPEN = (
 )
 
 
-# The run of each session this process served: a session never changes run (bounded: the
+class NoSuchSession(Exception):
+    """The caller does not own the MCP session it named (another user's, or another project's
+    token of the same user): to them it does not exist."""
+
+
+@dataclass(frozen=True)
+class _Session:
+    run_id: uuid.UUID
+    # The owner: the run's requester and project.
+    user_id: int
+    project_id: int
+
+
+# The run and owner of each session this process served: neither ever changes (bounded: the
 # oldest sessions are forgotten first, and read again if they come back).
-_session_runs: dict[str, uuid.UUID] = {}
+_sessions: dict[str, _Session] = {}
 _SESSIONS_REMEMBERED = 10_000
 
 
-def _remember(session_id: str, run_id: uuid.UUID) -> None:
-    if len(_session_runs) >= _SESSIONS_REMEMBERED:
-        del _session_runs[next(iter(_session_runs))]
-    _session_runs[session_id] = run_id
+def _remember(session_id: str, session: _Session) -> None:
+    if len(_sessions) >= _SESSIONS_REMEMBERED:
+        del _sessions[next(iter(_sessions))]
+    _sessions[session_id] = session
+
+
+def _known_session(session_id: str) -> _Session | None:
+    """The session's run and owner, None before its first call made them."""
+    session = _sessions.get(session_id)
+    if session is None:
+        found = McpSession.objects.filter(session_id=session_id).values_list(
+            "run_id", "run__requested_by_id", "run__project_id"
+        )
+        row = found.first()
+        if row is not None:
+            session = _Session(*row)
+            _remember(session_id, session)
+    return session
+
+
+def _owned(session: _Session, *, actor: Actor, project_id: int) -> uuid.UUID:
+    """The session's run when ``actor``'s user in ``project_id`` owns it.
+
+    Raises:
+        NoSuchSession: they do not.
+    """
+    if (session.user_id, session.project_id) != (actor.user.pk, project_id):
+        raise NoSuchSession()
+    return session.run_id
 
 
 def declared_risk(tool: dict[str, Any] | None) -> str:
@@ -76,14 +116,18 @@ def call_id(tool: str, args: dict[str, Any]) -> str:
 def session_run(
     *, upstream: Upstream, session_id: str, actor: Actor, project_id: int, client_info: Any
 ) -> uuid.UUID:
-    """The run of MCP session ``session_id``, created with its first call: goal "MCP session
-    of <client> through <upstream>", the client's name and version in its metadata."""
-    if run_id := _session_runs.get(session_id):
-        return run_id
-    found = McpSession.objects.filter(session_id=session_id).values_list("run_id", flat=True)
-    if run_id := found.first():
-        _remember(session_id, run_id)
-        return run_id
+    """The run of MCP session ``session_id``, created with its first call (requested by
+    ``actor``'s user in the project ``project_id``, the session's owner): goal "MCP session of
+    <client> through <upstream>", the upstream and the client's name and version in its
+    metadata (not the session id: viewers of the project read metadata).
+
+    Raises:
+        NoSuchSession: the session is someone else's (another user, or the same user through
+            a token of another project).
+    """
+    session = _known_session(session_id)
+    if session is not None:
+        return _owned(session, actor=actor, project_id=project_id)
     info: dict[str, str] = {}
     if client_info is not None:
         info = {
@@ -97,28 +141,28 @@ def session_run(
                 actor=actor,
                 agent="mcp",
                 goal=f"MCP session of {label} through {upstream.name}",
-                metadata={
-                    "mcp": {"upstream": upstream.name, "session": session_id, "client": info}
-                },
+                metadata={"mcp": {"upstream": upstream.name, "client": info}},
                 project=Project.objects.get(pk=project_id),
             )
             McpSession.objects.create(session_id=session_id, upstream=upstream, run=run)
     except IntegrityError:  # another request of the session created it first
-        return McpSession.objects.values_list("run_id", flat=True).get(session_id=session_id)
-    _remember(session_id, run.pk)
+        session = _known_session(session_id)
+        if session is None:
+            raise
+        return _owned(session, actor=actor, project_id=project_id)
+    _remember(session_id, _Session(run.pk, actor.user.pk, project_id))
     return run.pk
 
 
-def session_end(*, session_id: str, actor: Actor) -> None:
+def session_end(*, session_id: str, actor: Actor, project_id: int) -> None:
     """The client ended MCP session ``session_id``: its run is complete (it succeeds once its
-    steps are done). Nothing happens for a session that made no call, or whose run already
-    ended or was completed."""
-    run_id = McpSession.objects.filter(session_id=session_id).values_list("run_id", flat=True)
-    found = run_id.first()
-    if found is None:
+    steps are done). Nothing happens for a session that made no call, whose run already
+    ended or was completed, or that ``actor``'s user in ``project_id`` does not own."""
+    session = _known_session(session_id)
+    if session is None:
         return
-    with contextlib.suppress(Conflict):
-        run_complete(run_id=found, actor=actor)
+    with contextlib.suppress(Conflict, NoSuchSession):
+        run_complete(run_id=_owned(session, actor=actor, project_id=project_id), actor=actor)
 
 
 def sessions_end_idle(*, idle_seconds: float, actor: Actor) -> dict[str, int]:
@@ -229,6 +273,7 @@ def session_call_step(
     ``tools/call`` does in the database before the upstream is called.
 
     Raises:
+        NoSuchSession: the session is not the caller's.
         InvalidInput: the arguments fail the tool's schema.
         Conflict: the run is finished.
     """

@@ -60,7 +60,9 @@ class Upstream(models.Model):
 
 
 class McpSession(models.Model):
-    """An MCP client session through the gateway (its ``Mcp-Session-Id``) and its run."""
+    """An MCP client session through the gateway (its ``Mcp-Session-Id``) and its run. The
+    session belongs to the run's requester in the run's project (``gateway.calls``); its id
+    is shown to superusers only (admin), never in the run itself."""
 
     session_id = models.CharField(max_length=128, unique=True)
     upstream = models.ForeignKey(Upstream, on_delete=models.PROTECT, related_name="sessions")
@@ -68,4 +70,4 @@ class McpSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"{self.upstream} session {self.session_id}"
+        return f"{self.upstream} session of run {self.run_id}"

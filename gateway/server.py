@@ -2,10 +2,11 @@
 SDK's session manager) in front of each upstream.
 
 A request must carry an agentops API token (``Authorization: Bearer <token>``, or ``Token
-<token>``) whose user may create and drive runs in the token's project: else 401 or 403, before
-any MCP message is read. ``tools/list`` answers the upstream's tools. ``tools/call`` becomes a
-step of the session's run (``gateway.calls``): a call that needs no approval is forwarded at
-once; one that waits for a reviewer keeps its request open, with a progress notification every
+<token>``) whose user may create and drive runs in the token's project: else 401 or 403 (429
+past the REST API's bad-token limit, ``agentops.bad_tokens``), before any MCP message is
+read. ``tools/list`` answers the upstream's tools. ``tools/call`` becomes a step of the
+session's run (``gateway.calls``): a call that needs no approval is forwarded at once; one
+that waits for a reviewer keeps its request open, with a progress notification every
 ``AGENTOPS_MCP_PROGRESS_SECONDS`` (when the client asked for progress), until the approval is
 decided. Approved, the upstream receives exactly the step's arguments as approved (edits
 included), and in ``_meta`` the client's own entries plus the step's idempotency key
@@ -13,6 +14,14 @@ included), and in ``_meta`` the client's own entries plus the step's idempotency
 or expired, the client gets an ``isError`` result with the reason and the upstream is never
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
 not repeated. A session the client ends (``DELETE``) completes its run.
+
+A session belongs to the caller that opened it: the token's user in the token's project.
+Any other caller naming its ``Mcp-Session-Id`` (a call, its event stream, its ``DELETE``) is
+answered 404, as for a session that does not exist, and changes nothing: the SDK's session
+manager compares the principal in ``scope["user"]`` (``sdk_principal``) with the one that
+opened the session, and ``gateway.calls`` checks the run's owner again in the database. A
+request of the sessionless protocol (2026-07-28) that names a session is answered 404 too:
+the SDK serves it without its session manager, so nothing would have checked that session.
 
 The step is committed before the upstream is called, always. The upstream's answer is
 committed before the client gets it, except for a read-only call (``calls.read_only_call``: the
@@ -42,10 +51,14 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types import (
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     CallToolRequestParams,
     CallToolResult,
@@ -55,7 +68,9 @@ from mcp.types import (
     TextContent,
     Tool,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from agentops.addresses import scope_address
 from agentops.errors import Conflict, InvalidInput
 from gateway import calls
 from gateway.admission import Admitted, Caller, admit
@@ -70,6 +85,24 @@ PREFIX = "/mcp/"
 # The client's progress token in a request's ``_meta`` (the SDK's name, and the wire's).
 _PROGRESS_KEYS = ("progress_token", "progressToken")
 DECIDING = (StepStatus.PENDING, StepStatus.WAITING, StepStatus.QUEUED, StepStatus.WAITING_RETRY)
+
+
+def sdk_principal(caller: Caller) -> AuthenticatedUser:
+    """``caller`` as the ``mcp`` SDK's session manager identifies who opened a session: it
+    keeps the (``client_id``, issuer, ``subject``) of ``scope["user"]`` (an
+    ``AuthenticatedUser``) of the request that opened it, and answers any later request of
+    the session whose triple differs "Session not found", 404
+    (``StreamableHTTPSessionManager._handle_stateful_request``, mcp 2.3). The token's project
+    is the client, its user the subject; the token itself is not needed for the comparison
+    and is left out."""
+    user_id = caller.actor.user.pk
+    access = AccessToken(
+        token="",  # no token is kept: only the principal is compared
+        client_id=f"agentops-project:{caller.project_id}",
+        subject=f"agentops-user:{user_id}",
+        scopes=[],
+    )
+    return AuthenticatedUser(access)
 
 
 def _text_result(text: str, *, error: bool = True) -> CallToolResult:
@@ -154,6 +187,10 @@ class _Mounted:
                 args=dict(params.arguments or {}),
                 spec=tool,
             )
+        except calls.NoSuchSession:
+            # The session manager refuses another caller's session before this: this is the
+            # database's word on the same rule.
+            raise MCPError(INVALID_REQUEST, "Session not found") from None
         except (InvalidInput, Conflict) as exc:
             return _text_result(f"agentops refused the call: {exc}")
         step = await self._decided(ctx, params, step)
@@ -268,6 +305,16 @@ class _Mounted:
 _in_flight: dict[int, asyncio.Future[CallToolResult]] = {}
 
 
+def _sessionless(scope: dict[str, Any]) -> bool:
+    """Whether the SDK serves the request by the sessionless protocol (2026-07-28), without
+    its session manager and so without looking at ``Mcp-Session-Id``: it routes so a request
+    whose ``mcp-protocol-version`` is not one of the handshake era's
+    (``StreamableHTTPSessionManager._handle_request``, mcp 2.3)."""
+    name = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+    version = next((v.decode("latin1") for k, v in scope.get("headers", []) if k == name), None)
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
 class Gateway:
     """The ASGI app of ``/mcp/<upstream>/``: authenticate, then hand the request to that
     upstream's MCP session manager (started on first use in this process's event loop)."""
@@ -280,7 +327,9 @@ class Gateway:
         authorization = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"authorization"), ""
         )
-        admitted = await in_database(admit, name=name, authorization=authorization)
+        admitted = await in_database(
+            admit, name=name, authorization=authorization, address=scope_address(scope)
+        )
         if not isinstance(admitted, Admitted):
             status, detail, headers = admitted
             await _answer(send, status, detail, headers)
@@ -293,11 +342,25 @@ class Gateway:
         session_id = next(
             (v.decode("latin1") for k, v in scope.get("headers", []) if k == b"mcp-session-id"), ""
         )
+        if session_id and _sessionless(scope):
+            await _answer(send, 404, "Session not found", [])
+            return
         if scope.get("method") == "DELETE" and session_id:
             # The client ends its session: its run appends no more steps (done before the
-            # answer, so a client that saw its session end finds its run complete).
-            await in_database(calls.session_end, session_id=session_id, actor=caller.actor)
-        scope = {**scope, "agentops.caller": caller, "agentops.upstream": upstream}
+            # answer, so a client that saw its session end finds its run complete). Another
+            # caller's DELETE ends nothing, and the session manager answers it 404.
+            await in_database(
+                calls.session_end,
+                session_id=session_id,
+                actor=caller.actor,
+                project_id=caller.project_id,
+            )
+        scope = {
+            **scope,
+            "user": sdk_principal(caller),
+            "agentops.caller": caller,
+            "agentops.upstream": upstream,
+        }
         await mounted.manager.handle_request(scope, receive, send)
 
 

@@ -3,9 +3,16 @@
 The semantics follow the IETF draft "The Idempotency-Key HTTP Header Field"
 (draft-ietf-httpapi-idempotency-key-header): the same key with the same request replays the
 stored response (with ``Idempotent-Replayed: true``); the same key with a different request is
-a 422; the same key while its first request is still being processed is a 409. Keys are scoped
-to the authenticated user and expire after ``AGENTOPS_IDEMPOTENCY_TTL_SECONDS`` (default 24 h).
-A response of 500 or more is not stored, so the client can retry with the same key.
+a 422; the same key while its first request is still being processed is a 409. Keys expire
+after ``AGENTOPS_IDEMPOTENCY_TTL_SECONDS`` (default 24 h). A response of 500 or more is not
+stored, so the client can retry with the same key.
+
+A key belongs to the authenticated user in the project of the API token the request came with
+(a session's request, a browser's, has no project): the same key with a token of another
+project is another key, so one project's response is never replayed to a request made in
+another. Scoped by project rather than by token, a key outlives the rotation of the token
+that sent it: a client that rotated its token between a request and its retry gets the first
+response again, as its tokens of one project act with the same rights.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     description=(
         "Makes a retried request safe: the same key and body replay the first response "
         "(header Idempotent-Replayed: true); the same key with another body is a 422; the "
-        "same key while the first request is in flight is a 409. Keys last 24 h."
+        "same key while the first request is in flight is a 409. Keys last 24 h and belong "
+        "to the user in the project of the token sent with them."
     ),
 )
 
@@ -70,8 +78,15 @@ def request_fingerprint(request: Request) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _begin(user: Any, key: str, fingerprint: str) -> IdempotencyKey | None:
-    """Reserve ``key`` for this request, or return the finished record to replay.
+def _owner(request: Request) -> dict[str, Any]:
+    """Whose keys the request's are: its user, and its API token's project (None without a
+    token), as ``IdempotencyKey`` field values."""
+    return {"user": request.user, "project_id": getattr(request.auth, "project_id", None)}
+
+
+def _begin(owner: dict[str, Any], key: str, fingerprint: str) -> IdempotencyKey | None:
+    """Reserve ``key`` of ``owner`` (``_owner``) for this request, or return the finished
+    record to replay.
 
     Raises:
         KeyReused: the key belongs to a different request.
@@ -80,7 +95,7 @@ def _begin(user: Any, key: str, fingerprint: str) -> IdempotencyKey | None:
     now = timezone.now()
     expires = now + timedelta(seconds=settings.AGENTOPS_IDEMPOTENCY_TTL_SECONDS)
     with transaction.atomic():
-        record = IdempotencyKey.objects.select_for_update().filter(user=user, key=key).first()
+        record = IdempotencyKey.objects.select_for_update().filter(**owner, key=key).first()
         if record is not None and record.expires_at <= now:
             record.delete()
             record = None
@@ -88,7 +103,7 @@ def _begin(user: Any, key: str, fingerprint: str) -> IdempotencyKey | None:
             try:
                 with transaction.atomic():
                     IdempotencyKey.objects.create(
-                        user=user,
+                        **owner,
                         key=key,
                         fingerprint=fingerprint,
                         status=IdempotencyKeyStatus.IN_FLIGHT,
@@ -120,8 +135,8 @@ class _Unanswered(Exception):
         self.response = response
 
 
-def _finish(user: Any, key: str, response: Response) -> None:
-    records = IdempotencyKey.objects.filter(user=user, key=key)
+def _finish(owner: dict[str, Any], key: str, response: Response) -> None:
+    records = IdempotencyKey.objects.filter(**owner, key=key)
     body = json.loads(JSONRenderer().render(response.data)) if response.data is not None else None
     records.update(
         status=IdempotencyKeyStatus.DONE,
@@ -151,8 +166,8 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
             raise ValidationError(
                 {HEADER: f"must be 1 to {MAX_KEY_LENGTH} visible ASCII characters"}
             )
-        user: Any = request.user
-        record = _begin(user, key, request_fingerprint(request))
+        owner = _owner(request)
+        record = _begin(owner, key, request_fingerprint(request))
         if record is not None:
             return Response(
                 record.response_body,
@@ -167,12 +182,12 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
                 response = view_method(self, request, *args, **kwargs)
                 if response.status_code >= 500:
                     raise _Unanswered(response)
-                _finish(user, key, response)
+                _finish(owner, key, response)
         except _Unanswered as unanswered:
-            IdempotencyKey.objects.filter(user=user, key=key).delete()
+            IdempotencyKey.objects.filter(**owner, key=key).delete()
             return unanswered.response
         except BaseException:
-            IdempotencyKey.objects.filter(user=user, key=key).delete()
+            IdempotencyKey.objects.filter(**owner, key=key).delete()
             raise
         return response
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentops.actors import Actor
+from agentops.celery import send_or_drop
 from agentops.errors import Conflict
 from runs import purges, recovery
 from runs.executor import entry
@@ -161,13 +162,14 @@ def retention_purge_execute(purge_id: int) -> None:
 
 class CeleryWakeups:
     """Sends the executor's wake-ups (``runs.wakeups``) as these tasks; installed by
-    ``RunsConfig.ready``."""
+    ``RunsConfig.ready``. While the broker cannot be reached they are dropped (the sweeper
+    sends them again): ``agentops.celery.send_or_drop``."""
 
     def execute_step(self, step_id: int) -> None:
-        execute_step.delay(step_id)
+        send_or_drop(execute_step, (step_id,))
 
     def advance_run(self, run_id: uuid.UUID) -> None:
-        advance_run.delay(str(run_id))
+        send_or_drop(advance_run, (str(run_id),))
 
     def retry_step(self, step_id: int, delay: float) -> None:
-        retry_step.apply_async((step_id,), countdown=delay)
+        send_or_drop(retry_step, (step_id,), countdown=delay)

@@ -177,13 +177,14 @@ def only_this_tests_workers() -> Iterator[None]:
 
 
 class AsgiServer(Process):
-    """A real ``daphne web.asgi:application`` process on the test database."""
+    """A real ``daphne web.asgi:application`` process on the test database, with ``env`` added
+    to its environment (settings)."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # AGENTOPS_DB_POOL: as web processes run (scripts/start).
-        env = {**_child_env(), "AGENTOPS_DB_POOL": "1"}
+        env = {**_child_env(), "AGENTOPS_DB_POOL": "1", **env}
         super().__init__(daphne_command(port=self.port), env, log, name="daphne")
         self.wait_until(self._accepts, "daphne")
 

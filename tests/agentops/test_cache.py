@@ -15,6 +15,7 @@ from django.core.cache import caches
 
 import agentops.cache
 from agentops.cache import RedisCache
+from testsupport.processes import free_port
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis")
 
@@ -101,3 +102,20 @@ def test_requests_of_an_asgi_server_share_the_connections(monkeypatch: pytest.Mo
         contextvars.Context().run(request, n)
     assert len({id(cache) for cache in seen}) == 5
     assert connects == []
+
+
+def test_while_redis_cannot_be_reached_it_is_an_empty_cache_and_the_outage_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    down = RedisCache(f"redis://:secret@127.0.0.1:{free_port()}/0", {"KEY_PREFIX": "down"})
+    assert down.get("k", "default") == "default"
+    assert down.add("k", 1) is False
+    down.set("k", 1)
+    assert down.get_many(["k"]) == {}
+    assert down.has_key("k") is False
+    with pytest.raises(ValueError, match="not found"):
+        down.incr("k")
+    logged = [r.getMessage() for r in caplog.records if r.name == "agentops.outages"]
+    assert len(logged) == 1, logged
+    assert logged[0].startswith("the shared cache (Redis at 127.0.0.1:")
+    assert "secret" not in logged[0]

@@ -5,8 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from projects.models import Project
+from projects.services import membership_set
 from runs.models import IdempotencyKey, IdempotencyKeyStatus, Run
-from tests.api.conftest import RUNS_URL, post_run, run_url
+from tests.api.conftest import RUNS_URL, post_run, run_url, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +115,33 @@ def test_a_request_that_dies_before_its_answer_is_stored_is_done_once(
     assert retried.status_code == 201
     # The work of the request that died rolled back with it: one step, not two.
     assert Run.objects.get(pk=run["id"]).steps.count() == 1
+
+
+def test_a_key_sent_with_a_token_of_another_project_is_another_key(operator):
+    beta = Project.objects.create(slug="beta", name="Beta")
+    membership_set(project=beta, user=operator, role="operator")
+    body = {"agent": "client", "goal": "one per project"}
+    in_default, in_beta = token_client(operator), token_client(operator, beta)
+    first = post(in_default, body, "k-8")
+    other = post(in_beta, body, "k-8")
+    assert first.status_code == other.status_code == 201
+    assert "Idempotent-Replayed" not in other
+    assert other.json()["id"] != first.json()["id"]
+    assert other.json()["project"] == "beta"
+    runs = dict(Run.objects.values_list("pk", "project__slug"))
+    assert {str(pk): slug for pk, slug in runs.items()} == {
+        first.json()["id"]: "default",
+        other.json()["id"]: "beta",
+    }
+    # Each project's key replays its own first response, and only that.
+    for client, original in ((in_default, first), (in_beta, other)):
+        again = post(client, body, "k-8")
+        assert (again.status_code, again.json(), again["Idempotent-Replayed"]) == (
+            201,
+            original.json(),
+            "true",
+        )
+    # Another token of the same project is the same user in the same project: the same key.
+    rotated = post(token_client(operator, beta), body, "k-8")
+    assert (rotated.json()["id"], rotated["Idempotent-Replayed"]) == (other.json()["id"], "true")
+    assert Run.objects.count() == 2

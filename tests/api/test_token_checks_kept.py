@@ -13,11 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentops import tokens, versions
+from agentops import tokens
 from projects.models import ApiToken
 from projects.services import membership_set, project_default, token_rotate
 from runs.models import Run
 from testsupport.factories import make_token, token_api
+from testsupport.processes import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -98,16 +99,12 @@ def test_a_lost_role_or_a_deactivated_user_is_refused_at_once(operator):
     assert Run.objects.count() == 2
 
 
-def test_without_the_shared_cache_every_request_is_checked_in_the_database(operator, monkeypatch):
-    class Down:
-        def get(self, *args: object, **kwargs: object) -> None:
-            raise ConnectionError("redis is down")
-
-        add = get
-
+def test_without_the_shared_cache_every_request_is_checked_in_the_database(operator, settings):
     client = token_api(make_token(operator))
     assert _reads(client)[0] == 200
-    monkeypatch.setattr(versions, "cache", Down())
+    # Redis cannot be reached: a port nothing listens on.
+    unreachable = f"redis://127.0.0.1:{free_port()}/0"
+    settings.CACHES = {n: {**c, "LOCATION": unreachable} for n, c in settings.CACHES.items()}
     for _ in range(2):
         assert _reads(client) == (200, ["projects_apitoken", "projects_membership"])
 

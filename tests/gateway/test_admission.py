@@ -9,18 +9,19 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops import versions
 from gateway import admission
 from gateway.admission import Admitted, admit
 from gateway.services import upstream_register
 from projects.models import ApiToken
 from projects.services import membership_set, project_default, token_rotate
 from testsupport.factories import make_token
+from testsupport.processes import free_port
 
 pytestmark = pytest.mark.django_db
 
 # The upstream, the token with its user, the user's memberships.
 CHECK_QUERIES = 3
+ADDRESS = "203.0.113.7"
 
 
 @pytest.fixture
@@ -30,13 +31,13 @@ def upstream(seeded: None):  # type: ignore[no-untyped-def]
 
 def _admitted(django_assert_num_queries, token: str, queries: int) -> Admitted:  # type: ignore[no-untyped-def]
     with django_assert_num_queries(queries):
-        found = admit("adm-up", f"Bearer {token}")
+        found = admit("adm-up", f"Bearer {token}", ADDRESS)
     assert isinstance(found, Admitted)
     return found
 
 
 def _refused(token: str, name: str = "adm-up") -> int:
-    found = admit(name, f"Bearer {token}")
+    found = admit(name, f"Bearer {token}", ADDRESS)
     assert not isinstance(found, Admitted)
     return found[0]
 
@@ -54,7 +55,7 @@ def test_an_admitted_token_is_admitted_again_without_the_database(
     # Another header of the same token is admitted on its own: the upstream is read again, the
     # token and its user's memberships are those the token check kept (``agentops.tokens``).
     with django_assert_num_queries(1):
-        assert isinstance(admit("adm-up", f"Token {token}"), Admitted)
+        assert isinstance(admit("adm-up", f"Token {token}", ADDRESS), Admitted)
 
 
 def test_a_revoked_token_is_refused_at_once(upstream, operator, django_assert_num_queries):
@@ -104,16 +105,11 @@ def test_a_disabled_upstream_is_refused_at_once(upstream, operator, django_asser
 
 
 def test_without_the_shared_cache_every_request_is_checked(
-    upstream, operator, django_assert_num_queries, monkeypatch
+    upstream, operator, django_assert_num_queries, settings
 ):
     token = make_token(operator)
-
-    class Down:
-        def get(self, *args: object, **kwargs: object) -> None:
-            raise ConnectionError("redis is down")
-
-        add = get
-
-    monkeypatch.setattr(versions, "cache", Down())
+    # Redis cannot be reached: a port nothing listens on.
+    unreachable = f"redis://127.0.0.1:{free_port()}/0"
+    settings.CACHES = {n: {**c, "LOCATION": unreachable} for n, c in settings.CACHES.items()}
     _admitted(django_assert_num_queries, token, CHECK_QUERIES)
     _admitted(django_assert_num_queries, token, CHECK_QUERIES)

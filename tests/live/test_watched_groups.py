@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from agentops.outages import Outage
 from audit import live
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs the Redis channel layer")
@@ -71,10 +72,38 @@ def test_a_batch_reaches_the_watched_group_and_sends_nothing_to_the_others(
 def test_when_redis_cannot_say_who_watches_every_group_is_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def unreachable(self: object, *args: object, **kwargs: object) -> None:
-        raise redis.exceptions.ConnectionError("Redis went away")
+    async def refused(self: object, *args: object, **kwargs: object) -> None:
+        raise redis.exceptions.ResponseError("WRONGTYPE Operation against a key")
 
-    monkeypatch.setattr(redis.asyncio.client.Pipeline, "execute", unreachable)
+    monkeypatch.setattr(redis.asyncio.client.Pipeline, "execute", refused)
     groups = [_group(), _group()]
     layer = get_channel_layer()
     assert async_to_sync(live._watched)(layer, groups) == set(groups)
+
+
+def test_while_redis_is_unreachable_batches_are_dropped_and_the_outage_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    outage = Outage("the channel layer", "live events are dropped", retry_seconds=0)
+    monkeypatch.setattr(live, "CHANNEL_LAYER", outage)
+    sent: list[str] = []
+
+    async def recording(group: str, message: dict) -> None:
+        sent.append(group)
+
+    async def unreachable(self: object, *args: object, **kwargs: object) -> None:
+        raise redis.exceptions.ConnectionError("Redis went away")
+
+    layer = get_channel_layer()
+    monkeypatch.setattr(layer, "group_send", recording)
+    with monkeypatch.context() as down:
+        down.setattr(redis.asyncio.client.Pipeline, "execute", unreachable)
+        for n in range(3):
+            async_to_sync(live._send_batch)(layer, [(_group(), _message(n))])
+    assert sent == []
+    # Back: the next batch is sent (to nobody watching) and the outage's end is logged.
+    async_to_sync(live._send_batch)(layer, [(_group(), _message(3))])
+    logged = [r.getMessage() for r in caplog.records if r.name == "agentops.outages"]
+    assert len(logged) == 2, logged
+    assert logged[0].startswith("the channel layer is unreachable (ConnectionError: Redis went")
+    assert logged[1].startswith("the channel layer is reachable again after")
