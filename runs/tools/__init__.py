@@ -12,10 +12,9 @@ from runs.tools.registry import (
     declare_error_form,
     get_tool,
     register,
-    schema_invalid,
-    schema_problem,
     tool_error_of,
 )
+from runs.tools.schemas import schema_invalid, schema_problem
 
 __all__ = [
     "ErrorPrefix",

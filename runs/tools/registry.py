@@ -16,15 +16,14 @@ running them (transcript runs) have their error form declared by name
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+
+from runs.tools.schemas import schema_problem
 
 logger = logging.getLogger(__name__)
 
@@ -120,48 +119,6 @@ class Tool:
     def validate_args(self, args: Any) -> str | None:
         """The reason ``args`` fail this tool's schema, or None when they pass."""
         return schema_problem(self.schema, args)
-
-
-@functools.lru_cache(maxsize=256)
-def _checked_schema(text: str) -> tuple[Draft202012Validator | None, str | None]:
-    """The validator of the JSON Schema whose compact JSON is ``text``, or why it is not a
-    schema: checking and building one costs a few ms, and a client (the MCP gateway's
-    upstreams) sends the same few schemas with every call."""
-    schema = json.loads(text)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return None, exc.message
-    return Draft202012Validator(schema), None
-
-
-def _schema_key(schema: dict[str, Any]) -> str:
-    # Key order kept: it decides which of several errors ``best_match`` reports.
-    return json.dumps(schema, separators=(",", ":"))
-
-
-def schema_problem(schema: dict[str, Any], value: Any) -> str | None:
-    """Why ``value`` fails the JSON Schema (draft 2020-12) ``schema``, or None when it passes:
-    the best-matching error, prefixed with the path to the failing part."""
-    validator, invalid = _checked_schema(_schema_key(schema))
-    if validator is None:
-        return f"(schema): {invalid}"
-    error = best_match(validator.iter_errors(value))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"{where}: {error.message}"
-
-
-def schema_invalid(schema: Any) -> str | None:
-    """Why ``schema`` is not a JSON Schema (draft 2020-12) object, or None when it is."""
-    if not isinstance(schema, dict):
-        return "must be a JSON Schema object"
-    try:
-        key = _schema_key(schema)
-    except (TypeError, ValueError) as exc:
-        return f"must be JSON: {exc}"
-    return _checked_schema(key)[1]
 
 
 _REGISTRY: dict[str, Tool] = {}
