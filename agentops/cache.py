@@ -12,7 +12,7 @@ Django also keeps its cache objects per context (``django.core.cache.caches`` is
 ``Local``): under ASGI every request gets a new cache object, and with Django's backend a new
 connection pool, so each request opened a new TCP connection to Redis and went through its
 handshake (about 6 ms of a daphne process's CPU per run creation on the development machine;
-``benchmarks/README.md``, the 21:27 table). Here every cache object of the same ``LOCATION`` and
+``benchmarks/HISTORY.md``, 2026-11-25, 21:27). Here every cache object of the same ``LOCATION`` and
 ``OPTIONS`` shares one client, and with it the pools and their connections, for the process.
 
 What the cache holds is advisory: request and failed-token counts (throttles), and the shared

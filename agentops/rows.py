@@ -3,7 +3,8 @@
 Building and compiling a query costs the ORM about half a millisecond of Python per statement
 on a 2-core machine, two to three times what the statement itself costs; a step makes a dozen
 of them, so the services that claim steps, record their outcomes and advance runs read and
-write their rows here instead (figures: ``benchmarks/README.md``, "throughput").
+write their rows here instead (figures: ``benchmarks/README.md``, "What bounds each figure", and
+``benchmarks/HISTORY.md``).
 
 Rows are still model instances: loaded as ``Model.from_db`` loads them (without
 ``Model.__init__`` when no receiver listens to the model's init signals: ``_built``), with each

@@ -125,7 +125,7 @@ async def _send_batch(layer: Any, batch: Batch) -> None:
 async def _send_to_watched(layer: Any, batch: Batch) -> None:
     # Most groups have no client (no one watching that run): their ``group_send`` would cost
     # two Redis round trips each for nothing, a tenth of a worker's CPU a step
-    # (``benchmarks/README.md``, "throughput"); one pipelined count per batch finds them.
+    # (``benchmarks/HISTORY.md``, 2026-11-25, 21:27); one pipelined count per batch finds them.
     watched = await _watched(layer, [group for group, _ in batch])
     for group, message in batch:
         if group not in watched:
@@ -156,8 +156,8 @@ def merged(batches: list[Batch]) -> Batch:
 # How long the sender waits, once woken, for more transactions to commit before it sends:
 # a worker commits a step every few ms, and waking the sender thread for each (it then holds
 # the interpreter's lock for its Redis work while the worker waits) cost a worker about a
-# tenth of its steps (benchmarks/README.md, "throughput"). Live events arrive at most this
-# much later.
+# tenth of its steps (benchmarks/HISTORY.md, 2026-11-25, 14:03 and 15:00). Live events arrive
+# at most this much later.
 COALESCE_SECONDS = 0.01
 
 

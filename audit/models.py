@@ -66,7 +66,7 @@ class AuditEvent(models.Model):
         # Keyed by chain first, a run's events go to a page or two of the index; a unique
         # index on the hash (random) put nearly every event on a page of its own, written to
         # the WAL in full on its first change after each checkpoint: a third of a step's WAL
-        # (benchmarks/README.md, "WAL a step").
+        # (benchmarks/HISTORY.md, 2026-11-26, 09:54; how: benchmarks/README.md, "WAL a step").
         constraints = [
             models.UniqueConstraint(fields=["chain", "prev_hash"], name="audit_chain_link_uniq")
         ]
