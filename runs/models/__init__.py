@@ -84,7 +84,10 @@ class Run(ConcurrentTransitions, models.Model):
     limit. ``gate`` names the gate kind the run waits at while its status is
     ``waiting`` (``runs.gates``), else it is empty. ``forked_from`` is the run it was forked
     from (``runs.control.fork``; its ``forks`` are its children), emptied when that run is
-    deleted; ``metadata["forked_from"]`` keeps the source's id and step index either way.
+    deleted, and ``forked_from_index`` the index of the source's step the fork started from:
+    both are written by the server alone, and the pages trust only them.
+    ``metadata["forked_from"]`` names them too, but metadata is the client's, which may write
+    anything there when it creates a run.
     """
 
     # The fields that change after the row is inserted: what ``agentops.rows.update`` writes
@@ -134,6 +137,12 @@ class Run(ConcurrentTransitions, models.Model):
         on_delete=models.SET_NULL,
         related_name="forks",
         help_text="The run this one was forked from (emptied when that run is deleted).",
+    )
+    forked_from_index = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The index of the source run's step this fork started from (None: no fork).",
     )
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True

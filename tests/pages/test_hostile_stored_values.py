@@ -1,0 +1,148 @@
+"""What an agent stored never makes a page answer 500: arguments and results holding text of
+5,000 nested brackets, or nested deeper than a page shows, render bounded and escaped on the
+inbox (page, fragment, filtered views, a card's context) and the run page; and the fork a card
+or a run page names comes from the server's record, never from the run's client-written
+metadata (issue 29 item 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from agentops.actors import Actor
+from agentops.jinja2 import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_DEPTH
+from projects.models import Project
+from runs.control.create import run_create
+from runs.models import Run, Step
+from tests.pages.conftest import CALCULATE, SEND_EMAIL
+from testsupport.factories import plan_run
+
+pytestmark = pytest.mark.django_db
+
+BRACKETS = "[" * 5000 + "]" * 5000
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def nested(depth: int) -> Any:
+    """Lists ``depth`` levels deep around ``"<b>leaf</b>"`` (the deepest Django's JSON encoder
+    can store is about 990)."""
+    value: Any = "<b>leaf</b>"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def pages(run: Run) -> list[str]:
+    approval = run.approvals.get()
+    return [
+        reverse("approval-inbox"),
+        reverse("approval-inbox-fragment"),
+        f"{reverse('approval-inbox')}?tool={approval.step.tool}&risk={approval.risk}",
+        f"{reverse('approval-inbox-fragment')}?run={run.pk}&q=send",
+        reverse("approval-context", args=[approval.pk]),
+        reverse("run-detail", args=[run.pk]),
+    ]
+
+
+def test_text_of_5000_nested_brackets_renders_on_every_page(reviewer, make_run):
+    run = make_run([{"tool": "echo", "args": {"value": "x"}}, SEND_EMAIL])
+    Step.objects.filter(run=run, index=0).update(result={"text": BRACKETS})
+    Step.objects.filter(run=run, index=1).update(
+        args={"to": ["ops@example.com"], "subject": BRACKETS, "body": "<script>x</script>"}
+    )
+    client = client_for(reviewer)
+    for path in pages(run):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        html = response.content.decode()
+        assert "<script>x</script>" not in html
+    inbox = client.get(reverse("approval-inbox")).content.decode()
+    # Shown as the text it is (not parsed), escaped.
+    assert '<span class="j-str">"' + "[" * 5000 + "]" * 5000 in inbox
+    assert "&lt;script&gt;x&lt;/script&gt;" in inbox
+    context = client.get(pages(run)[4]).content.decode()
+    assert '<span class="j-str">"' + "[" * 5000 + "]" * 5000 in context
+
+
+def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewer, make_run):
+    run = make_run([{"tool": "echo", "args": {"value": "x"}}, SEND_EMAIL])
+    Step.objects.filter(run=run, index=0).update(result=nested(900))
+    Step.objects.filter(run=run, index=1).update(
+        args={"to": ["ops@example.com"], "subject": "s", "body": nested(900)}
+    )
+    client = client_for(reviewer)
+    for path in pages(run):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert "<b>leaf</b>" not in response.content.decode()
+    note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
+    assert note in client.get(reverse("approval-inbox")).content.decode()
+    assert note in client.get(pages(run)[4]).content.decode()
+    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown" in run_page
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"run": "not-a-uuid", "index": 0},
+        {"run": ["x"], "index": {"a": 1}},
+        "../../admin/",
+        {"index": 0},
+    ],
+)
+def test_a_forged_fork_in_metadata_shows_no_fork(
+    reviewer, operator, django_capture_on_commit_callbacks, forged
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = _run_with_metadata(operator, {"forked_from": forged})
+    run = Run.objects.get(pk=run.pk)
+    assert run.metadata["forked_from"] == forged  # kept as the client wrote it
+    _assert_no_fork_shown(reviewer, run)
+
+
+def test_another_projects_run_named_in_metadata_shows_no_fork(
+    reviewer, operator, django_capture_on_commit_callbacks
+):
+    elsewhere = Project.objects.create(slug="elsewhere", name="Elsewhere")
+    other = plan_run(
+        operator, [CALCULATE], capture=django_capture_on_commit_callbacks, project=elsewhere
+    )
+    forged = {"forked_from": {"run": str(other.pk), "index": 0}}
+    with django_capture_on_commit_callbacks(execute=True):
+        run = _run_with_metadata(operator, forged)
+    html = _assert_no_fork_shown(reviewer, run)
+    assert str(other.pk) not in html
+    assert Run.objects.get(pk=run.pk).forked_from_id is None
+
+
+def _run_with_metadata(operator: Any, metadata: dict[str, Any]) -> Run:
+    """A plan run whose client wrote ``metadata``, its send_email step #0 awaiting approval."""
+    return run_create(
+        actor=Actor.for_user(operator),
+        agent="plan",
+        goal="forged fork",
+        steps=[SEND_EMAIL],
+        metadata=metadata,
+    )
+
+
+def _assert_no_fork_shown(reviewer: Any, run: Run) -> str:
+    client = client_for(reviewer)
+    html = ""
+    for path in pages(run):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        html += response.content.decode()
+    assert "data-forked-from" not in html
+    assert "data-run-parent" not in html
+    assert "fork of" not in html
+    return html
