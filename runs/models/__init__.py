@@ -20,6 +20,7 @@ from django.db import models
 from django.urls import reverse
 from django_fsm import FSMField, transition
 
+from agentops.fields import DeepJSONField
 from agentops.fsm import ConcurrentTransitions
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
@@ -289,7 +290,7 @@ class Step(ConcurrentTransitions, models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     tool = models.CharField(max_length=128)
-    args = models.JSONField(default=dict, blank=True)
+    args = DeepJSONField(default=dict, blank=True)
     args_hash = models.CharField(max_length=64)
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     args_schema = models.JSONField(default=dict, blank=True)
@@ -321,7 +322,7 @@ class Step(ConcurrentTransitions, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=128, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    result = DeepJSONField(null=True, blank=True)
     tool_error = models.BooleanField(default=False, db_default=False)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)

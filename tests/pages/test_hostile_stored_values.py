@@ -1,5 +1,6 @@
 """What an agent stored never makes a page answer 500: arguments and results holding text of
-5,000 nested brackets, or nested deeper than a page shows, render bounded and escaped on the
+5,000 nested brackets, nested deeper than a page shows, or stored 5,000 levels deep (deeper
+than Python's JSON parser follows), render bounded and escaped on the
 inbox (page, fragment, filtered views, a card's context) and the run page; and the fork a card
 or a run page names comes from the server's record, never from the run's client-written
 metadata (issue 29 item 4)."""
@@ -9,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
 from agentops.actors import Actor
 from agentops.jinja2 import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_DEPTH
+from agentops.storable import MAX_JSON_DEPTH
 from projects.models import Project
 from runs.control.create import run_create
 from runs.models import Run, Step
@@ -88,6 +91,28 @@ def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewe
     assert note in client.get(pages(run)[4]).content.decode()
     run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown" in run_page
+
+
+def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer, make_run):
+    # Only SQL past the services can store this (they refuse input deeper than 64 levels),
+    # and Python's JSON parser gives up near 1,000 levels.
+    run = make_run([{"tool": "echo", "args": {"value": "x"}}, SEND_EMAIL])
+    deep = '{"k": ' * 5000 + '"<b>leaf</b>"' + "}" * 5000
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET args = %s::jsonb, result = %s::jsonb WHERE run_id = %s",
+            [deep, deep, run.pk],
+        )
+    client = client_for(reviewer)
+    for path in pages(run):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert "<b>leaf</b>" not in response.content.decode()
+    note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
+    assert note in client.get(reverse("approval-inbox")).content.decode()
+    assert note in client.get(pages(run)[4]).content.decode()
+    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in run_page
 
 
 @pytest.mark.parametrize(
