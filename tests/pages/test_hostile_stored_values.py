@@ -43,9 +43,11 @@ def nested(depth: int) -> Any:
     return value
 
 
-def pages(run: Run) -> list[str]:
+def render_all(client: Client, run: Run) -> list[str]:
+    """The HTML of the inbox (page, fragment, each filtered: all four list the run's card),
+    the card's context and the run page, each asserted to answer 200."""
     approval = run.approvals.get()
-    return [
+    paths = [
         reverse("approval-inbox"),
         reverse("approval-inbox-fragment"),
         f"{reverse('approval-inbox')}?tool={approval.step.tool}&risk={approval.risk}",
@@ -53,6 +55,14 @@ def pages(run: Run) -> list[str]:
         reverse("approval-context", args=[approval.pk]),
         reverse("run-detail", args=[run.pk]),
     ]
+    shown = []
+    for path in paths:
+        response = client.get(path)
+        assert response.status_code == 200, path
+        shown.append(response.content.decode())
+    for inbox in shown[:4]:
+        assert f'data-approval-id="{approval.pk}"' in inbox
+    return shown
 
 
 def test_text_of_5000_nested_brackets_renders_on_every_page(reviewer, make_run):
@@ -61,18 +71,13 @@ def test_text_of_5000_nested_brackets_renders_on_every_page(reviewer, make_run):
     Step.objects.filter(run=run, index=1).update(
         args={"to": ["ops@example.com"], "subject": BRACKETS, "body": "<script>x</script>"}
     )
-    client = client_for(reviewer)
-    for path in pages(run):
-        response = client.get(path)
-        assert response.status_code == 200, path
-        html = response.content.decode()
-        assert "<script>x</script>" not in html
-    inbox = client.get(reverse("approval-inbox")).content.decode()
+    shown = render_all(client_for(reviewer), run)
+    assert not any("<script>x</script>" in html for html in shown)
+    inbox, context = shown[0], shown[4]
     # Shown as the text it is (not parsed), escaped.
-    assert '<span class="j-str">"' + "[" * 5000 + "]" * 5000 in inbox
+    assert f'<span class="j-key">subject</span>: <span class="j-str">"{BRACKETS}"' in inbox
     assert "&lt;script&gt;x&lt;/script&gt;" in inbox
-    context = client.get(pages(run)[4]).content.decode()
-    assert '<span class="j-str">"' + "[" * 5000 + "]" * 5000 in context
+    assert f'<span class="j-key">text</span>: <span class="j-str">"{BRACKETS}"' in context
 
 
 def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewer, make_run):
@@ -81,16 +86,12 @@ def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewe
     Step.objects.filter(run=run, index=1).update(
         args={"to": ["ops@example.com"], "subject": "s", "body": nested(900)}
     )
-    client = client_for(reviewer)
-    for path in pages(run):
-        response = client.get(path)
-        assert response.status_code == 200, path
-        assert "<b>leaf</b>" not in response.content.decode()
+    shown = render_all(client_for(reviewer), run)
+    assert not any("<b>leaf</b>" in html for html in shown)
     note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
-    assert note in client.get(reverse("approval-inbox")).content.decode()
-    assert note in client.get(pages(run)[4]).content.decode()
-    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    assert f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown" in run_page
+    assert note in shown[0]  # the inbox: the arguments
+    assert note in shown[4]  # the card's context: the earlier result
+    assert f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown" in shown[5]
 
 
 def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer, make_run):
@@ -103,16 +104,12 @@ def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer,
             "UPDATE runs_step SET args = %s::jsonb, result = %s::jsonb WHERE run_id = %s",
             [deep, deep, run.pk],
         )
-    client = client_for(reviewer)
-    for path in pages(run):
-        response = client.get(path)
-        assert response.status_code == 200, path
-        assert "<b>leaf</b>" not in response.content.decode()
+    shown = render_all(client_for(reviewer), run)
+    assert not any("<b>leaf</b>" in html for html in shown)
     note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
-    assert note in client.get(reverse("approval-inbox")).content.decode()
-    assert note in client.get(pages(run)[4]).content.decode()
-    run_page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
-    assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in run_page
+    assert note in shown[0]
+    assert note in shown[4]
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in shown[5]
 
 
 @pytest.mark.parametrize(
@@ -161,12 +158,7 @@ def _run_with_metadata(operator: Any, metadata: dict[str, Any]) -> Run:
 
 
 def _assert_no_fork_shown(reviewer: Any, run: Run) -> str:
-    client = client_for(reviewer)
-    html = ""
-    for path in pages(run):
-        response = client.get(path)
-        assert response.status_code == 200, path
-        html += response.content.decode()
+    html = "".join(render_all(client_for(reviewer), run))
     assert "data-forked-from" not in html
     assert "data-run-parent" not in html
     assert "fork of" not in html
