@@ -267,7 +267,9 @@ def linebreaksbr(eval_ctx: EvalContext, value: Any) -> str:
 
 
 # pretty_json prints objects and arrays nested deeper than this as a note (orjson writes at
-# most 255 levels; the json module's indenting encoder recurses in Python).
+# most 255 levels; the json module's indenting encoder recurses in Python), and by default at
+# most PRETTY_JSON_MAX_CHARS characters of text: a page shows what an agent wrote, bounded.
+PRETTY_JSON_MAX_CHARS = 100_000
 PRETTY_JSON_MAX_DEPTH = 100
 
 
@@ -283,13 +285,21 @@ def _cut(value: Any, depth: int) -> Any:
     return [_cut(item, depth + 1) for item in value]
 
 
-def pretty_json(value: Any) -> str:
+def pretty_json(value: Any, limit: int | None = PRETTY_JSON_MAX_CHARS) -> str:
     """``value`` as JSON indented by two spaces (non-ASCII kept, other objects as ``str``),
     for a ``<pre>`` block; objects and arrays nested deeper than ``PRETTY_JSON_MAX_DEPTH``
-    levels are printed as a note saying so. orjson writes it, as ``json.dumps(value,
-    indent=2)`` would (whose indenting encoder is pure Python, and a run page prints
-    hundreds); ``json`` when orjson refuses the value (an integer past 64 bits, a key that is
-    not a string)."""
+    levels are printed as a note saying so, and text past ``limit`` characters (None: no
+    limit, for a form that edits the value) is cut, a line saying how much follows. orjson
+    writes it, as ``json.dumps(value, indent=2)`` would (whose indenting encoder is pure
+    Python, and a run page prints hundreds); ``json`` when orjson refuses the value (an
+    integer past 64 bits, a key that is not a string)."""
+    text = _indented_json(value)
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… {len(text) - limit} more characters not shown"
+
+
+def _indented_json(value: Any) -> str:
     options = (
         orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
     )

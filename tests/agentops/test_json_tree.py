@@ -8,6 +8,7 @@ from agentops.jinja2 import (
     JSON_TREE_MAX_ENTRIES,
     JSON_TREE_MAX_NODES,
     JSON_TREE_OPEN_DEPTH,
+    PRETTY_JSON_MAX_CHARS,
     PRETTY_JSON_MAX_DEPTH,
     json_tree,
     pretty_json,
@@ -80,3 +81,13 @@ def test_pretty_json_prints_values_too_deep_for_json_with_a_note():
     assert json.loads(printed)["k"][0]["k"][0]["k"][0]["k"]
     # What orjson refuses for other reasons is still printed whole.
     assert json.loads(pretty_json({"big": 2**70, 1: [1]})) == {"big": 2**70, "1": [1]}
+
+
+def test_pretty_json_cuts_long_text_unless_told_not_to():
+    value = {"text": "x" * PRETTY_JSON_MAX_CHARS}
+    whole = pretty_json(value, limit=None)
+    assert json.loads(whole) == value
+    more = len(whole) - PRETTY_JSON_MAX_CHARS
+    cut = f"{whole[:PRETTY_JSON_MAX_CHARS]}\n… {more} more characters not shown"
+    assert pretty_json(value) == cut
+    assert pretty_json({"a": 1}) == '{\n  "a": 1\n}'

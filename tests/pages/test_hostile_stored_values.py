@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.actors import Actor
-from agentops.jinja2 import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_DEPTH
+from agentops.jinja2 import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_CHARS, PRETTY_JSON_MAX_DEPTH
 from agentops.storable import MAX_JSON_DEPTH
 from projects.models import Project
 from runs.control.create import run_create
@@ -110,6 +110,30 @@ def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer,
     assert note in shown[0]
     assert note in shown[4]
     assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in shown[5]
+
+
+def test_a_long_result_is_cut_on_the_run_page_and_long_arguments_stay_whole_in_the_editor(
+    reviewer, operator, make_run
+):
+    run = make_run([{"tool": "echo", "args": {"value": "x"}}, SEND_EMAIL])
+    long = "<" * (PRETTY_JSON_MAX_CHARS + 10)
+    Step.objects.filter(run=run, index=0).update(result={"text": long})
+    Step.objects.filter(run=run, index=1).update(
+        args={"to": ["ops@example.com"], "subject": long, "body": "b"}
+    )
+    shown = render_all(client_for(reviewer), run)
+    run_page, inbox = shown[5], shown[0]
+    assert "more characters not shown" in run_page
+    start = run_page.index("data-step-result")
+    result = run_page[start : run_page.index("</pre>", start)]
+    assert "&lt;" * (PRETTY_JSON_MAX_CHARS - 20) in result
+    assert "&lt;" * (PRETTY_JSON_MAX_CHARS + 10) not in result
+    # The forms that edit the arguments get them whole.
+    editor = inbox[inbox.index("data-approval-args-editor") :]
+    assert "&lt;" * (PRETTY_JSON_MAX_CHARS + 10) in editor
+    as_operator = client_for(operator).get(reverse("run-detail", args=[run.pk])).content.decode()
+    fork_form = as_operator[as_operator.index('id="fork-args-1"') :]
+    assert "&lt;" * (PRETTY_JSON_MAX_CHARS + 10) in fork_form
 
 
 @pytest.mark.parametrize(
