@@ -6,16 +6,20 @@ Names: every top-level argument by its key (when the key is an identifier), and 
 the whole object. ``a.b`` reads the key ``b`` of the object ``a`` (JSON-path style) and
 ``a["b"]`` / ``a[0]`` index objects and arrays. Allowed: comparisons (``== != < <= > >= in
 not in``), ``and or not``, arithmetic (``+ - * / // %``; ``**`` with an exponent of at most
-``MAX_EXPONENT``), number, string, true/false/null literals (``True``/``true``, ...) and the
-functions ``len``, ``abs``, ``lower``, ``upper``, ``int``, ``float``, ``str``.
+``MAX_EXPONENT``; ``%`` on numbers only, never formatting a string), number, string,
+true/false/null literals (``True``/``true``, ...) and the functions ``len``, ``abs``, ``lower``,
+``upper``, ``int``, ``float``, ``str``.
 
 Hostile conditions are refused when parsed (``check_condition``, at save time in admin): more
 than ``MAX_LENGTH`` characters, more than ``MAX_NODES`` syntax nodes or deeper than
 ``MAX_DEPTH`` (deep nesting), any name or key starting with ``_`` (dunder access), any
 construct outside the grammar above (lambdas, comprehensions, attribute calls such as
 ``"x".ljust(10**9)``, assignments, imports). At evaluation time simpleeval's own limits also
-hold (strings at most 100,000 characters), and a power whose exponent or base is too large
-fails instead of running for minutes.
+hold (``+`` and ``*`` make strings and lists of at most ``MAX_STRING_LENGTH`` = 100,000
+characters or items), ``str``, ``lower`` and ``upper`` refuse to write a text longer than that
+(``[big] * 99999`` holds one string many times), ``%`` refuses to format a string
+(``"%0999999999d" % 1`` would write a gigabyte), and a power whose exponent or base is too
+large fails instead of running for minutes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from typing import Any
 
 from simpleeval import (
     DEFAULT_OPERATORS,
+    MAX_STRING_LENGTH,
     InvalidExpression,
+    IterableTooLong,
     NameNotDefined,
     NumberTooHigh,
     SimpleEval,
@@ -43,14 +49,51 @@ MAX_POWER_BASE = 10**12
 # How much of a value the reason shows (characters).
 MAX_SHOWN = 60
 
+
+def _text(value: Any) -> str:
+    """``str(value)``, refused before it is written when ``value`` holds more than
+    ``MAX_STRING_LENGTH`` characters of strings and keys or items: a list made by ``*`` holds
+    one string up to 100,000 times, and its text would be that many copies.
+
+    Raises:
+        IterableTooLong: the text would pass ``MAX_STRING_LENGTH`` characters.
+    """
+    size = 0
+    pending = [value]
+    # A container counts its brackets and a character per entry before its entries are
+    # queued, so the walk stops before it queues or visits more than MAX_STRING_LENGTH
+    # values, however many times the lists repeat one another.
+    while pending and size <= MAX_STRING_LENGTH:
+        item = pending.pop()
+        if isinstance(item, str):
+            size += len(item)
+        elif isinstance(item, list):
+            size += 2 + len(item)
+            if size <= MAX_STRING_LENGTH:
+                pending.extend(item)
+        elif isinstance(item, dict):
+            size += 2 + 2 * len(item)
+            if size <= MAX_STRING_LENGTH:
+                pending.extend(item.keys())
+                pending.extend(item.values())
+    too_long = f"str() would write more than {MAX_STRING_LENGTH} characters"
+    if size > MAX_STRING_LENGTH:
+        raise IterableTooLong(too_long)
+    text = str(value)
+    # Quotes and escapes make the text longer than the characters counted.
+    if len(text) > MAX_STRING_LENGTH:
+        raise IterableTooLong(too_long)
+    return text
+
+
 FUNCTIONS: dict[str, Any] = {
     "len": len,
     "abs": abs,
     "int": int,
     "float": float,
-    "str": str,
-    "lower": lambda value: str(value).lower(),
-    "upper": lambda value: str(value).upper(),
+    "str": _text,
+    "lower": lambda value: _text(value).lower(),
+    "upper": lambda value: _text(value).upper(),
 }
 CONSTANTS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 
@@ -99,7 +142,20 @@ def _power(base: Any, exponent: Any) -> Any:
     return base**exponent
 
 
-_OPERATORS = {**DEFAULT_OPERATORS, ast.Pow: _power, ast.Not: operator.not_}
+def _modulo(left: Any, right: Any) -> Any:
+    # On a string, % is printf-style formatting, whose widths and precisions
+    # ("%0999999999d" % 1) write strings of any size before anything could measure them.
+    if isinstance(left, str):
+        raise InvalidExpression("% formats strings, which a condition may not do (numbers only)")
+    return left % right
+
+
+_OPERATORS = {
+    **DEFAULT_OPERATORS,
+    ast.Pow: _power,
+    ast.Mod: _modulo,
+    ast.Not: operator.not_,
+}
 
 
 def _depth(node: ast.AST) -> int:

@@ -64,12 +64,14 @@ class InboxItem:
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
-        """``{"run": id, "index": step index}`` when the run is a fork and this is the step the
-        fork started from (where a person may have edited the arguments), else None."""
-        source = self.approval.run.metadata.get("forked_from")
-        if isinstance(source, dict) and source.get("index") == self.approval.step.index:
-            return source
-        return None
+        """``{"run": source run id (text), "index": step index}`` when the server forked the
+        run (``Run.forked_from``, ``Run.forked_from_index``; never the run's metadata, which
+        its client writes) and this is the step the fork started from (where a person may
+        have edited the arguments), else None."""
+        run = self.approval.run
+        if run.forked_from_id is None or run.forked_from_index != self.approval.step.index:
+            return None
+        return {"run": str(run.forked_from_id), "index": run.forked_from_index}
 
 
 def _refusal(

@@ -95,6 +95,7 @@ class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                     "status",
                     "requested_by",
                     "forked_from",
+                    "forked_from_index",
                     "error",
                 ]
             },

@@ -201,8 +201,17 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     ]
     return {
         "run": run,
-        "parent": family.filter(pk=run.forked_from_id).first() if run.forked_from_id else None,
-        "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
+        # Only what the server recorded when it forked (never the client's metadata).
+        "parent": (
+            family.filter(pk=run.forked_from_id).first()
+            if run.forked_from_id and run.forked_from_index is not None
+            else None
+        ),
+        "forks": list(
+            family.filter(forked_from=run, forked_from_index__isnull=False).order_by(
+                "created_at", "id"
+            )
+        ),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
         "state_paths": _step_paths("run-step-state", run.pk, steps),

@@ -30,7 +30,8 @@ def run_fork(
     them with ``args`` instead of its arguments when given: edited arguments get a new
     idempotency key, and the step policy classifies them as edited (the approval policy has
     a reviewer approve them, whatever their risk). The new run links its source
-    (``Run.forked_from``) and its metadata names it (``forked_from``: run id and index).
+    (``Run.forked_from``, ``Run.forked_from_index``: what the pages show) and its metadata
+    names it too (``forked_from``: run id and index), for clients reading metadata.
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -67,6 +68,7 @@ def run_fork(
             agent=source.agent,
             input=source.input,
             forked_from=source,
+            forked_from_index=from_index,
             metadata={
                 **source.metadata,
                 "forked_from": {"run": str(source.pk), "index": from_index},

@@ -20,6 +20,7 @@ from django.db import models
 from django.urls import reverse
 from django_fsm import FSMField, transition
 
+from agentops.fields import DeepJSONField
 from agentops.fsm import ConcurrentTransitions
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
@@ -84,7 +85,10 @@ class Run(ConcurrentTransitions, models.Model):
     limit. ``gate`` names the gate kind the run waits at while its status is
     ``waiting`` (``runs.gates``), else it is empty. ``forked_from`` is the run it was forked
     from (``runs.control.fork``; its ``forks`` are its children), emptied when that run is
-    deleted; ``metadata["forked_from"]`` keeps the source's id and step index either way.
+    deleted, and ``forked_from_index`` the index of the source's step the fork started from:
+    both are written by the server alone, and the pages trust only them.
+    ``metadata["forked_from"]`` names them too, but metadata is the client's, which may write
+    anything there when it creates a run.
     """
 
     # The fields that change after the row is inserted: what ``agentops.rows.update`` writes
@@ -134,6 +138,12 @@ class Run(ConcurrentTransitions, models.Model):
         on_delete=models.SET_NULL,
         related_name="forks",
         help_text="The run this one was forked from (emptied when that run is deleted).",
+    )
+    forked_from_index = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The index of the source run's step this fork started from (None: no fork).",
     )
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
@@ -280,7 +290,7 @@ class Step(ConcurrentTransitions, models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     index = models.PositiveIntegerField()
     tool = models.CharField(max_length=128)
-    args = models.JSONField(default=dict, blank=True)
+    args = DeepJSONField(default=dict, blank=True)
     args_hash = models.CharField(max_length=64)
     executor = models.CharField(max_length=8, choices=Executor.choices, default=Executor.SERVER)
     args_schema = models.JSONField(default=dict, blank=True)
@@ -312,7 +322,7 @@ class Step(ConcurrentTransitions, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=128, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    result = DeepJSONField(null=True, blank=True)
     tool_error = models.BooleanField(default=False, db_default=False)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)

@@ -2,7 +2,17 @@
 
 import json
 
-from agentops.jinja2 import JSON_TREE_OPEN_DEPTH, json_tree
+from agentops.jinja2 import (
+    JSON_TREE_MAX_CHARS,
+    JSON_TREE_MAX_DEPTH,
+    JSON_TREE_MAX_ENTRIES,
+    JSON_TREE_MAX_NODES,
+    JSON_TREE_OPEN_DEPTH,
+    PRETTY_JSON_MAX_CHARS,
+    PRETTY_JSON_MAX_DEPTH,
+    json_tree,
+    pretty_json,
+)
 
 
 def test_strings_holding_json_are_shown_parsed_and_every_text_is_escaped():
@@ -30,3 +40,54 @@ def test_deep_and_long_values_start_folded():
     html = str(json_tree(deep))
     assert html.count('<details class="j-node" open>') == JSON_TREE_OPEN_DEPTH
     assert '<details class="j-node">' in str(json_tree(list(range(30))))
+
+
+def _nested(depth: int) -> object:
+    value: object = "<b>leaf</b>"
+    for _ in range(depth):
+        value = {"k": [value]}
+    return value
+
+
+def test_values_past_the_bounds_are_left_out_with_a_note():
+    html = str(json_tree(_nested(2500)))  # 5,000 levels: past Python's recursion limit
+    assert html.count("<details") == JSON_TREE_MAX_DEPTH
+    assert f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown" in html
+    assert "leaf" not in html
+
+    html = str(json_tree(list(range(JSON_TREE_MAX_ENTRIES + 5))))
+    assert html.count("<li>") == JSON_TREE_MAX_ENTRIES + 1
+    assert "… 5 more items not shown" in html
+
+    html = str(json_tree([[0] * JSON_TREE_MAX_ENTRIES] * JSON_TREE_MAX_ENTRIES))
+    assert html.count('<span class="j-num">0</span>') < JSON_TREE_MAX_NODES
+
+    html = str(json_tree("<" * (JSON_TREE_MAX_CHARS + 7)))
+    assert html.count("&lt;") == JSON_TREE_MAX_CHARS
+    assert "… 7 more characters" in html
+
+
+def test_text_of_json_too_deep_to_parse_is_shown_as_text():
+    text = "[" * 5000 + "]" * 5000
+    assert (
+        str(json_tree(text)) == f'<div class="json-tree"><span class="j-str">"{text}"</span></div>'
+    )
+
+
+def test_pretty_json_prints_values_too_deep_for_json_with_a_note():
+    printed = pretty_json(_nested(2500))
+    assert f'"… nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown"' in printed
+    assert "leaf" not in printed
+    assert json.loads(printed)["k"][0]["k"][0]["k"][0]["k"]
+    # What orjson refuses for other reasons is still printed whole.
+    assert json.loads(pretty_json({"big": 2**70, 1: [1]})) == {"big": 2**70, "1": [1]}
+
+
+def test_pretty_json_cuts_long_text_unless_told_not_to():
+    value = {"text": "x" * PRETTY_JSON_MAX_CHARS}
+    whole = pretty_json(value, limit=None)
+    assert json.loads(whole) == value
+    more = len(whole) - PRETTY_JSON_MAX_CHARS
+    cut = f"{whole[:PRETTY_JSON_MAX_CHARS]}\n… {more} more characters not shown"
+    assert pretty_json(value) == cut
+    assert pretty_json({"a": 1}) == '{\n  "a": 1\n}'

@@ -36,6 +36,9 @@ TABLE = [
     ("not refunded", {"refunded": False}, True, "refunded = false"),
     ("note == null", {"note": None}, True, "note = null"),
     ("args.items > 1", {"items": 2}, True, "args.items = 2"),
+    ("amount % 7 == 3", {"amount": 10}, True, "amount = 10"),
+    ("amount % 2.5 == 0.5", {"amount": 3}, True, "amount = 3"),
+    ("str(tags) == \"['vip']\"", PAYMENT, True, 'tags = ["vip"]'),
 ]
 
 
@@ -126,6 +129,16 @@ EXPENSIVE = [
     ('"a" * 1000000000 == "a"', {}, "IterableTooLong"),
     ("text * amount == text", {"text": "ab", "amount": 10**9}, "IterableTooLong"),
     ("int(digits) > 1", {"digits": "9" * 5000}, "ValueError"),
+    # % on a string formats it: a width writes that many characters (a gigabyte here).
+    ('"%0999999999d" % 1 == "1"', {}, "% formats strings"),
+    ('"%0200000d" % 1 == "1"', {}, "% formats strings"),
+    ("text % amount == text", {"text": "%s", "amount": 1}, "% formats strings"),
+    # One string repeated in a list: the list is small, its text is every copy.
+    ("len(str(items * 1000)) > 1", {"items": ["x" * 200]}, "more than 100000 characters"),
+    ('lower(items * 1000) == "x"', {"items": ["x" * 200]}, "more than 100000 characters"),
+    ('upper(args) == "x"', {"a": "x" * 60000, "b": "y" * 50000}, "more than 100000 characters"),
+    ("len(items * 100000) > 1", {"items": ["x", "y"]}, "IterableTooLong"),
+    ('"a" + text == "a"', {"text": "x" * 100000}, "IterableTooLong"),
 ]
 
 

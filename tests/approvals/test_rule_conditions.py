@@ -78,6 +78,28 @@ def test_a_condition_the_arguments_do_not_fit_skips_its_rule_and_asks_a_person(
     assert "the arguments have no 'amount'" in missing.approval.rule.reason
 
 
+def test_a_condition_that_formats_a_huge_string_is_stopped_and_asks_a_person(
+    operator, refund_rules, django_capture_on_commit_callbacks
+):
+    # "%0999999999d" % 1 would write a gigabyte for every call this rule classifies.
+    huge = RiskRule.objects.create(
+        pattern="refund_*", condition='note % amount == "x"', risk="low", priority=5
+    )
+    _run, step = client_step(
+        operator,
+        django_capture_on_commit_callbacks,
+        "refund_payment",
+        {"amount": 600, "note": "%0999999999d"},
+    )
+    assert step.risk == "critical"
+    assert step.status == StepStatus.WAITING
+    assert ApprovalRequest.objects.get(step=step).rule.reason == (
+        f"rule #{refund_rules.pk} 'refund over $500': amount > 500 (amount = 600); "
+        f"rule #{huge.pk} 'refund_*' could not be evaluated (note % amount == \"x\": "
+        "InvalidExpression: % formats strings, which a condition may not do (numbers only))"
+    )
+
+
 def test_a_condition_saved_before_the_rules_tightened_does_not_crash_the_step(
     operator, seeded, django_capture_on_commit_callbacks
 ):

@@ -116,12 +116,12 @@ def test_a_fork_links_its_source_and_the_source_its_forks(client, operator, fork
     assert "data-run-forks" not in child
 
 
-def test_a_fork_whose_source_was_deleted_names_it(client, operator, forked):
-    source, (first, _) = forked
+def test_a_fork_whose_source_was_deleted_says_so(client, operator, forked):
+    _source, (first, _) = forked
     Run.objects.filter(pk=first.pk).update(forked_from=None)
     client.force_login(operator)
     html = client.get(reverse("run-detail", args=[first.pk])).content.decode()
-    assert f'<span class="mono" title="deleted">{source.pk}</span> (deleted)' in html
+    assert "<dt>Forked from</dt><dd>a run since deleted at step #1</dd>" in html
 
 
 def test_audit_rows_on_the_run_page_link_their_step_and_approval(client, operator, awaiting_run):
