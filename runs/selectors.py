@@ -17,7 +17,15 @@ from django.db.models import Count, IntegerField, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
-from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.models import (
+    STATE_SCHEMA_VERSION,
+    AgentKind,
+    Run,
+    StateVersion,
+    Step,
+    StepAttempt,
+    state_hash,
+)
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -271,3 +279,30 @@ def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[Run
             )
         )
     return found
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """One version of a run's agent state: ``version`` (0: the initial state), the ``state``
+    object, its ``schema_version`` and ``state_hash`` (``runs.models.state_hash``)."""
+
+    version: int
+    state: dict[str, Any]
+    schema_version: int
+    state_hash: str
+
+
+def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> AgentState:
+    """Version ``version`` of the run's agent state (None: the current one, the highest).
+
+    Raises:
+        StateVersion.DoesNotExist: the run has no such version (a version 0 without a row is
+            the empty initial state, ``{}``; the caller has checked that the run exists).
+    """
+    rows = StateVersion.objects.filter(run_id=run_id).order_by("-version")
+    found = rows.first() if version is None else rows.filter(version=version).first()
+    if found is not None:
+        return AgentState(found.version, found.state, found.schema_version, found.state_hash)
+    if version is None or version == 0:
+        return AgentState(0, {}, STATE_SCHEMA_VERSION, state_hash({}))
+    raise StateVersion.DoesNotExist(f"run has no state version {version}")
