@@ -369,15 +369,16 @@ class RunViewSet(viewsets.GenericViewSet):
     def _state_write(self, request: Request, pk: uuid.UUID, operation: state.Operation) -> Response:
         query = StateWriteQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        base_version = self._base_version(request, pk)
         if not request.body:
             raise exceptions.ValidationError({"body": ["a body is required"]})
+        # Malformed content is a 400 whatever the If-Match (parsed first).
+        document = request.data
         written = state.run_state_write(
             run_id=pk,
             actor=actor_for(request),
-            base_version=base_version,
+            base_version=self._base_version(request, pk),
             operation=operation,
-            document=request.data,
+            document=document,
             **query.validated_data,
         )
         return self._state_response(pk, written)
