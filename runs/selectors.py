@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, IntegerField, Prefetch, Q, QuerySet
+from django.db.models import Count, IntegerField, Max, Min, Prefetch, Q, QuerySet, Window
 from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
@@ -26,6 +26,7 @@ from runs.models import (
     StepAttempt,
     state_hash,
 )
+from runs.state_diff import StepStates, json_diff
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -306,3 +307,30 @@ def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> A
     if version is None or version == 0:
         return AgentState(0, {}, STATE_SCHEMA_VERSION, state_hash({}))
     raise StateVersion.DoesNotExist(f"run has no state version {version}")
+
+
+def state_version_list(
+    *, run_id: uuid.UUID | str, before: int | None = None, limit: int
+) -> list[StateVersion]:
+    """Up to ``limit`` of the run's stored state versions below version ``before`` (None: from
+    the newest), newest first, their ``state`` not loaded (it may be large); each carries
+    ``versions``, the run's number of stored versions (counted with the same query)."""
+    rows = StateVersion.objects.filter(run_id=run_id).defer("state").order_by("-version")
+    if before is not None:
+        rows = rows.filter(version__lt=before)
+    return list(rows.annotate(versions=Window(Count("id")))[:limit])
+
+
+def agent_state_written_for_step(*, run_id: uuid.UUID | str, index: int) -> StepStates | None:
+    """What the agent wrote into its state for step ``index`` of the run: from the state
+    before its first write naming the step to the state after its last (writes for other
+    steps in between included), with the changes (``runs.state_diff.json_diff``); None when
+    no write names the step."""
+    written = StateVersion.objects.filter(run_id=run_id, step_index=index).aggregate(
+        first=Min("version"), last=Max("version")
+    )
+    if written["first"] is None:
+        return None
+    before = agent_state_get(run_id=run_id, version=written["first"] - 1).state
+    after = agent_state_get(run_id=run_id, version=written["last"]).state
+    return StepStates(before, after, json_diff(before, after))
