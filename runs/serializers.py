@@ -323,10 +323,14 @@ class SettleStepSerializer(StrictSerializer):
 
 class ForkRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/fork/``: the index of the first step to run in the new run,
-    and optionally new arguments for that step."""
+    optionally new arguments for that step, and the version of the agent's state the new run
+    starts with (default: the last before the agent's first write for that step or later)."""
 
     from_index = serializers.IntegerField(min_value=0, max_value=MAX_STEPS)
     args = serializers.JSONField(required=False, allow_null=True, default=None)
+    state_version = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**31 - 1
+    )
 
 
 class EmptySerializer(StrictSerializer):

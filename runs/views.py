@@ -457,15 +457,23 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Fork a new run from the checkpoint before step ``from_index`` (POST), then show it.
 
-    POST ``args`` (JSON text) replaces that step's arguments when it differs from them; bad
-    input (not an integer index, not JSON, arguments failing the tool's schema) gives an error
-    message on the source run's page.
+    POST ``args`` (JSON text) replaces that step's arguments when it differs from them;
+    ``state_version`` (optional) is the version of the agent's state the new run starts with
+    (``runs.control.fork.run_fork``); bad input (not an integer index or version, not JSON,
+    arguments failing the tool's schema) gives an error message on the source run's page.
     """
     try:
         from_index = int(request.POST.get("from_index", ""))
     except ValueError:
         messages.error(request, "Cannot fork: the step index is not a number.")
         return redirect("run-detail", run_id=run_id)
+    state_version = None
+    raw_version = request.POST.get("state_version", "").strip()
+    if raw_version:
+        if not (raw_version.isascii() and raw_version.isdigit() and int(raw_version) < 2**31):
+            messages.error(request, "Cannot fork: the agent state version is not a version.")
+            return redirect("run-detail", run_id=run_id)
+        state_version = int(raw_version)
     args = None
     raw_args = request.POST.get("args", "").strip()
     if raw_args:
@@ -481,7 +489,11 @@ def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             args = None
     try:
         forked = fork.run_fork(
-            run_id=run_id, actor=Actor.for_user(request.user), from_index=from_index, args=args
+            run_id=run_id,
+            actor=Actor.for_user(request.user),
+            from_index=from_index,
+            args=args,
+            state_version=state_version,
         )
     except Run.DoesNotExist:
         raise Http404("no such run") from None

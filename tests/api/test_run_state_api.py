@@ -368,3 +368,22 @@ def test_viewers_read_but_do_not_write_and_other_projects_see_nothing(seeded, cl
     assert outsider.get(run_url(client_run.pk, "state")).status_code == 404
     with assert_unchanged():
         assert write(outsider, client_run, {"x": 1}, version=0).status_code == 404
+
+
+def test_a_fork_starts_from_the_named_state_version(
+    operator_api, client_run, django_capture_on_commit_callbacks
+):
+    assert write(operator_api, client_run, {"plan": ["a"]}, version=0).status_code == 200
+    assert write(operator_api, client_run, {"plan": ["a", "b"]}, version=1).status_code == 200
+    with assert_unchanged():
+        bad = operator_api.post(
+            run_url(client_run.pk, "fork"), {"from_index": 0, "state_version": 3}, format="json"
+        )
+    assert (bad.status_code, bad.json()["field"]) == (400, "state_version")
+    with django_capture_on_commit_callbacks(execute=True):
+        forked = operator_api.post(
+            run_url(client_run.pk, "fork"), {"from_index": 0, "state_version": 1}, format="json"
+        )
+    assert forked.status_code == 201
+    state = operator_api.get(run_url(forked.json()["id"], "state")).json()
+    assert state == {"version": 0, "state": {"plan": ["a"]}, "schema_version": 1}

@@ -155,3 +155,30 @@ def test_other_projects_see_no_state_version(client, client_run, operator, seede
     assert fragment(client, client_run, 1).status_code in (403, 404)
     url = reverse("run-state-versions", args=[client_run.pk])
     assert client.get(f"{url}?before=2").status_code in (403, 404)
+
+
+def test_the_fork_form_starts_from_the_chosen_state_version(
+    client, operator, client_run, django_capture_on_commit_callbacks
+):
+    actor = Actor.for_user(operator, via_api=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        step_append(
+            actor=actor, run_id=client_run.pk, tool="get_order", args={}, executor=Executor.CLIENT
+        )
+    put(operator, client_run, 0, {"plan": ["a"]})
+    put(operator, client_run, 1, {"plan": ["a", "b"]})
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[client_run.pk])).content.decode()
+    assert 'name="state_version" id="fork-state-version-0" min="0" max="2"' in html
+    fork_url = reverse("run-fork", args=[client_run.pk])
+    refused = client.post(fork_url, {"from_index": 0, "state_version": "x"}, follow=True)
+    assert "not a version" in refused.content.decode()
+    assert Run.objects.count() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(fork_url, {"from_index": 0, "state_version": "1"})
+    fork = Run.objects.exclude(pk=client_run.pk).get()
+    assert response["Location"] == f"/runs/{fork.pk}/"
+    page = client.get(reverse("run-state-version", args=[fork.pk, 0])).content.decode()
+    assert _diff_rows(page) == [("added", "/plan")]
+    assert "&quot;a&quot;" in page
+    assert "&quot;b&quot;" not in page
