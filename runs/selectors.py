@@ -321,6 +321,12 @@ def state_version_list(
     return list(rows.annotate(versions=Window(Count("id")))[:limit])
 
 
+def state_written_steps(*, run_id: uuid.UUID | str) -> set[int]:
+    """The indexes of the run's steps that a write of its agent state names."""
+    named = StateVersion.objects.filter(run_id=run_id, step_index__isnull=False)
+    return set(named.order_by().values_list("step_index", flat=True).distinct())
+
+
 def agent_state_written_for_step(*, run_id: uuid.UUID | str, index: int) -> StepStates | None:
     """What the agent wrote into its state for step ``index`` of the run: from the state
     before its first write naming the step to the state after its last (writes for other

@@ -228,6 +228,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "forks": list(family.filter(forked_from=run).order_by("created_at", "id")),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
+        # The steps the agent wrote its own state for (their diffs show what it wrote).
+        "agent_state_steps": selectors.state_written_steps(run_id=run.pk),
         "state_paths": _step_paths("run-step-state", run.pk, steps),
         "attempt_paths": _step_paths("run-step-attempts", run.pk, steps),
         "anchors": _event_anchors(step_refs),

@@ -140,6 +140,9 @@ def test_a_steps_state_diff_shows_what_the_agent_wrote_for_it(
     put(operator, client_run, 0, {"plan": ["look up"]})
     put(operator, client_run, 1, {"plan": ["look up"], "found": 7}, step_index=0)
     client.force_login(operator)
+    page = client.get(reverse("run-detail", args=[client_run.pk])).content.decode()
+    summary = page[page.index('id="checkpoint-0"') :].split("</summary>")[0]
+    assert "the agent wrote its state for it" in summary
     html = client.get(reverse("run-step-state", args=[client_run.pk, 0])).content.decode()
     agent, executor = html.split("The executor's bookkeeping")
     assert "The agent's state" in agent
