@@ -101,10 +101,12 @@ _JSON_PATCH = JsonPatchParser.media_type
 class RunViewSet(viewsets.GenericViewSet):
     """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
 
-    Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``).
-    Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps, report
-    client steps' results, append messages and complete ``runs.drive_run``; cancel
-    ``runs.cancel_run``; resume and settle an unknown outcome ``runs.resume_run``.
+    Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
+    agent's state (PUT, PATCH ``state/``) needs ``If-Match`` instead.
+    Permissions: create and fork ``runs.add_run``; read (the agent's state too)
+    ``runs.view_run``; append steps, report client steps' results, append messages, write the
+    agent's state and complete ``runs.drive_run``; cancel ``runs.cancel_run``; resume and
+    settle an unknown outcome ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -331,7 +333,7 @@ class RunViewSet(viewsets.GenericViewSet):
         run = fork.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
 
-    def _state_response(self, run_id: uuid.UUID, found: state.AgentState) -> Response:
+    def _state_response(self, run_id: uuid.UUID, found: selectors.AgentState) -> Response:
         return Response(
             AgentStateSerializer(found).data, headers={"ETag": state_etag(run_id, found.version)}
         )
@@ -355,7 +357,7 @@ class RunViewSet(viewsets.GenericViewSet):
             raise exceptions.ValidationError(
                 {"If-Match": ['must be one entity tag, e.g. "<run id>:<version>"']}
             )
-        named = re.fullmatch(rf"{run_id}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
+        named = re.fullmatch(rf"{re.escape(str(run_id))}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
         if tag.group(1) is None and named is not None:
             return int(named.group(1))
         current = selectors.agent_state_get(run_id=run_id).version
@@ -412,7 +414,7 @@ class RunViewSet(viewsets.GenericViewSet):
     def state_put(self, request: Request, pk: uuid.UUID) -> Response:
         """The body (``application/json``) is the whole new state, a JSON object
         (``runs.control.state.run_state_write``)."""
-        if request.content_type.split(";")[0].strip() != "application/json":
+        if request.content_type.split(";")[0].strip().lower() != "application/json":
             raise exceptions.UnsupportedMediaType(request.content_type)
         return self._state_write(request, pk, "put")
 
@@ -445,7 +447,7 @@ class RunViewSet(viewsets.GenericViewSet):
         """The body is a JSON Merge Patch (RFC 7396, ``application/merge-patch+json``) or a
         JSON Patch (RFC 6902, ``application/json-patch+json``) of the state
         (``runs.control.state.run_state_write``)."""
-        media_type = request.content_type.split(";")[0].strip()
+        media_type = request.content_type.split(";")[0].strip().lower()
         operations: dict[str, state.Operation] = {
             _MERGE_PATCH: "merge_patch",
             _JSON_PATCH: "json_patch",
