@@ -311,20 +311,24 @@ def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> A
 
 def state_version_list(
     *, run_id: uuid.UUID | str, before: int | None = None, limit: int
-) -> list[StateVersion]:
+) -> tuple[list[StateVersion], int]:
     """Up to ``limit`` of the run's stored state versions below version ``before`` (None: from
-    the newest), newest first, their ``state`` not loaded (it may be large); each carries
-    ``versions``, the run's number of stored versions (counted with the same query)."""
+    the newest), newest first, their ``state`` not loaded (it may be large), and how many
+    versions there are below ``before`` in all (counted with the same query)."""
     rows = StateVersion.objects.filter(run_id=run_id).defer("state").order_by("-version")
     if before is not None:
         rows = rows.filter(version__lt=before)
-    return list(rows.annotate(versions=Window(Count("id")))[:limit])
+    found = list(rows.annotate(versions=Window(Count("id")))[:limit])
+    total = int(found[0].versions) if found else 0
+    shown: list[StateVersion] = [row for row in found]
+    return shown, total
 
 
 def state_written_steps(*, run_id: uuid.UUID | str) -> set[int]:
     """The indexes of the run's steps that a write of its agent state names."""
     named = StateVersion.objects.filter(run_id=run_id, step_index__isnull=False)
-    return set(named.order_by().values_list("step_index", flat=True).distinct())
+    indexes = named.order_by().values_list("step_index", flat=True).distinct()
+    return {index for index in indexes if index is not None}
 
 
 def agent_state_written_for_step(*, run_id: uuid.UUID | str, index: int) -> StepStates | None:

@@ -179,12 +179,12 @@ def _state_version_paths(run_id: uuid.UUID, versions: list[StateVersion]) -> dic
 
 
 def _state_versions_context(run_id: uuid.UUID, before: int | None = None) -> dict[str, Any]:
-    versions = selectors.state_version_list(
+    versions, total = selectors.state_version_list(
         run_id=run_id, before=before, limit=STATE_VERSIONS_SHOWN
     )
     return {
         "state_versions": versions,
-        "state_versions_total": versions[0].versions if versions else 0,
+        "state_versions_total": total,
         "state_version_paths": _state_version_paths(run_id, versions),
     }
 
