@@ -60,6 +60,8 @@ def _not_found_detail(exc: ObjectDoesNotExist) -> str:
         return "not found"
     if model == "ApprovalRequest":
         return "approval request not found"
+    if model == "StateVersion":
+        return "state version not found"
     return f"{model.lower()} not found"
 
 

@@ -105,7 +105,8 @@ def test_put_then_both_patch_kinds_each_make_a_kept_version(operator_api, client
             etag(client_run, version),
         )
     assert operator_api.get(run_url(client_run.pk, "state")).json()["version"] == 3
-    assert operator_api.get(run_url(client_run.pk, "state") + "?version=4").status_code == 404
+    missing = operator_api.get(run_url(client_run.pk, "state") + "?version=4")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "state version not found"})
 
 
 def test_each_write_is_audited_with_hashes_writer_step_and_rationale(
