@@ -4,7 +4,8 @@ Services raise domain errors (``agentops.errors``, django-fsm's, ``DoesNotExist`
 ``PermissionDenied``); ``exception_handler`` turns them into the API's status codes so views
 never catch them one by one:
 
-- ``InvalidInput`` → 400 ``{"detail": str, "field": str}``
+- ``InvalidInput`` → 400 ``{"detail": str, "field": str}`` (``TooLarge``: 413, same body)
+- ``PreconditionFailed`` → 412 ``{"detail": str, "version": int}`` with the current ``ETag``
 - DRF's ``ValidationError`` (serializers, filters, headers) → the same 400 shape: ``detail``
   lists every problem as ``"<field>: <message>"`` (``; ``-separated), ``field`` names the
   first (``steps[0].tool``, ``budget.max_tokens``), so a client reads one error format
@@ -37,7 +38,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentops.actors import Actor
-from agentops.errors import Conflict, InvalidInput
+from agentops.errors import Conflict, InvalidInput, PreconditionFailed, TooLarge
 from agentops.serializers import FieldsBuiltOnce
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -59,6 +60,8 @@ def _not_found_detail(exc: ObjectDoesNotExist) -> str:
         return "not found"
     if model == "ApprovalRequest":
         return "approval request not found"
+    if model == "StateVersion":
+        return "state version not found"
     return f"{model.lower()} not found"
 
 
@@ -107,8 +110,17 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     Falls back to DRF's own handler for its exceptions; returns None (a 500) for the rest.
     """
     if isinstance(exc, InvalidInput):
+        code = (
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+            if isinstance(exc, TooLarge)
+            else status.HTTP_400_BAD_REQUEST
+        )
+        return Response({"detail": exc.message, "field": exc.field}, status=code)
+    if isinstance(exc, PreconditionFailed):
         return Response(
-            {"detail": exc.message, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
+            {"detail": exc.message, "version": exc.version},
+            status=status.HTTP_412_PRECONDITION_FAILED,
+            headers={"ETag": exc.etag},
         )
     if isinstance(exc, exceptions.ValidationError):
         return Response(_validation_error_body(exc), status=status.HTTP_400_BAD_REQUEST)
@@ -247,9 +259,19 @@ class StrictSerializer(FieldsBuiltOnce):
         return super().to_internal_value(data)
 
 
+class PreconditionRequired(exceptions.APIException):
+    """A write that must name the version it was made against came without ``If-Match``
+    (HTTP 428, RFC 6585 §3)."""
+
+    status_code = 428
+    default_detail = "If-Match is required: the ETag of the version this write was made against"
+    default_code = "precondition_required"
+
+
 class ErrorSerializer(serializers.Serializer):
     """An error response: ``detail`` says why; ``field`` names the bad input, when one."""
 
     detail = serializers.CharField()
     field = serializers.CharField(required=False)
     status = serializers.CharField(required=False, help_text="Current status (409 only).")
+    version = serializers.IntegerField(required=False, help_text="Current version (412 only).")

@@ -12,3 +12,18 @@ class InvalidInput(Exception):
 
 class Conflict(Exception):
     """The request is well-formed but the object's state forbids it now (HTTP 409)."""
+
+
+class TooLarge(InvalidInput):
+    """The request's content is over a size limit, which ``message`` names (HTTP 413)."""
+
+
+class PreconditionFailed(Exception):
+    """The client's ``If-Match`` names a version that is no longer current (HTTP 412, RFC 9110
+    §15.5.13). ``version`` is the current version and ``etag`` its entity tag."""
+
+    def __init__(self, message: str, *, version: int, etag: str):
+        super().__init__(message)
+        self.message = message
+        self.version = version
+        self.etag = etag

@@ -31,3 +31,17 @@ class StrictJSONParser(JSONParser):
         if problem:
             raise exceptions.ParseError(problem)
         return data
+
+
+class MergePatchParser(StrictJSONParser):
+    """A JSON Merge Patch body (RFC 7396 §4, ``application/merge-patch+json``), checked like
+    any JSON body."""
+
+    media_type = "application/merge-patch+json"
+
+
+class JsonPatchParser(StrictJSONParser):
+    """A JSON Patch body (RFC 6902 §6, ``application/json-patch+json``), checked like any JSON
+    body."""
+
+    media_type = "application/json-patch+json"

@@ -6,25 +6,35 @@ errors become status codes in ``agentops.api.exception_handler``.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status, viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
+from agentops.api import ErrorSerializer, NewestFirstPagination, PreconditionRequired, actor_for
+from agentops.errors import PreconditionFailed
+from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.control import conversation, create, fork, lifecycle, settle
+from runs.control import conversation, create, fork, lifecycle, settle, state
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import Run
+from runs.models import Run, state_etag
 from runs.serializers import (
+    AgentStateSerializer,
     AppendStepSerializer,
     CancelRunSerializer,
     CreateRunSerializer,
@@ -37,6 +47,8 @@ from runs.serializers import (
     RunSerializer,
     RunTotalsSerializer,
     SettleStepSerializer,
+    StateQuerySerializer,
+    StateWriteQuerySerializer,
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
@@ -48,6 +60,34 @@ _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id."
 _CONFLICT = OpenApiResponse(
     ErrorSerializer, description="The run's current status forbids this now."
 )
+_STATE_WRITE_RESPONSES = {
+    200: AgentStateSerializer,
+    400: _BAD_INPUT,
+    404: _NOT_FOUND,
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="The run is finished, or the JSON Patch does not apply to the state.",
+    ),
+    412: OpenApiResponse(
+        ErrorSerializer,
+        description="If-Match is not the current version (`version`, and `ETag`, name it).",
+    ),
+    413: OpenApiResponse(ErrorSerializer, description="The new state is over the size limit."),
+    415: OpenApiResponse(ErrorSerializer, description="Not a media type this method takes."),
+    428: OpenApiResponse(ErrorSerializer, description="If-Match is missing or `*`."),
+}
+IF_MATCH_PARAMETER = OpenApiParameter(
+    "If-Match",
+    type=str,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description="The ETag of the state version this write was made against (from a read "
+    'or the last write), one strong entity tag: `"<run id>:<version>"`.',
+)
+# One entity tag (RFC 9110 §8.8.3): optionally weak (``W/``), then a quoted etagc string.
+_ENTITY_TAG = re.compile(r'(W/)?"([\x21\x23-\x7e]*)"')
+_MERGE_PATCH = MergePatchParser.media_type
+_JSON_PATCH = JsonPatchParser.media_type
 
 
 @extend_schema(tags=["runs"])
@@ -61,10 +101,12 @@ _CONFLICT = OpenApiResponse(
 class RunViewSet(viewsets.GenericViewSet):
     """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
 
-    Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``).
-    Permissions: create and fork ``runs.add_run``; read ``runs.view_run``; append steps, report
-    client steps' results, append messages and complete ``runs.drive_run``; cancel
-    ``runs.cancel_run``; resume and settle an unknown outcome ``runs.resume_run``.
+    Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
+    agent's state (PUT, PATCH ``state/``) needs ``If-Match`` instead.
+    Permissions: create and fork ``runs.add_run``; read (the agent's state too)
+    ``runs.view_run``; append steps, report client steps' results, append messages, write the
+    agent's state and complete ``runs.drive_run``; cancel ``runs.cancel_run``; resume and
+    settle an unknown outcome ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -85,6 +127,9 @@ class RunViewSet(viewsets.GenericViewSet):
         "step_settle": ("runs.resume_run",),
         "resume": ("runs.resume_run",),
         "fork": ("runs.add_run",),
+        "state": ("runs.view_run",),
+        "state_put": ("runs.drive_run",),
+        "state_patch": ("runs.drive_run",),
     }
     filterset_class = RunFilter
     pagination_class = NewestFirstPagination
@@ -287,6 +332,129 @@ class RunViewSet(viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         run = fork.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
+
+    def _state_response(self, run_id: uuid.UUID, found: selectors.AgentState) -> Response:
+        return Response(
+            AgentStateSerializer(found).data, headers={"ETag": state_etag(run_id, found.version)}
+        )
+
+    def _base_version(self, request: Request, run_id: uuid.UUID) -> int:
+        """The state version named by the request's ``If-Match`` (RFC 9110 §13.1.1): one strong
+        entity tag of this run's state. ``*`` is refused like a missing header (it would match
+        any version: a lost update); a weak tag, or one of another run, never matches (strong
+        comparison), so it answers 412 with the current version.
+
+        Raises:
+            PreconditionRequired: no ``If-Match``, or ``*`` (428).
+            ValidationError: not one entity tag (400).
+            PreconditionFailed: a tag that names no version of this run's state (412).
+        """
+        header = request.headers.get("If-Match")
+        if header is None or header.strip() == "*":
+            raise PreconditionRequired()
+        tag = _ENTITY_TAG.fullmatch(header.strip())
+        if tag is None:
+            raise exceptions.ValidationError(
+                {"If-Match": ['must be one entity tag, e.g. "<run id>:<version>"']}
+            )
+        named = re.fullmatch(rf"{re.escape(str(run_id))}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
+        if tag.group(1) is None and named is not None:
+            return int(named.group(1))
+        current = selectors.agent_state_get(run_id=run_id).version
+        raise PreconditionFailed(
+            f"If-Match {header.strip()} names no version of this run's state; the current "
+            f"version is {current}",
+            version=current,
+            etag=state_etag(run_id, current),
+        )
+
+    def _state_write(self, request: Request, pk: uuid.UUID, operation: state.Operation) -> Response:
+        query = StateWriteQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if not request.body:
+            raise exceptions.ValidationError({"body": ["a body is required"]})
+        # Malformed content is a 400 whatever the If-Match (parsed first).
+        document = request.data
+        written = state.run_state_write(
+            run_id=pk,
+            actor=actor_for(request),
+            base_version=self._base_version(request, pk),
+            operation=operation,
+            document=document,
+            **query.validated_data,
+        )
+        return self._state_response(pk, written)
+
+    @extend_schema(
+        summary="The agent's own state of a run (current or any past version), with its ETag.",
+        parameters=[StateQuerySerializer],
+        responses={200: AgentStateSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        parser_classes=[StrictJSONParser, MergePatchParser, JsonPatchParser],
+    )
+    def state(self, request: Request, pk: uuid.UUID) -> Response:
+        """Version ``?version=`` of the agent's state (default: the current one):
+        ``{"version", "state", "schema_version"}``, its ``ETag`` to send as ``If-Match`` with
+        the next write. Version 0 is the state the run started with."""
+        query = StateQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = selectors.agent_state_get(run_id=pk, version=query.validated_data.get("version"))
+        return self._state_response(pk, found)
+
+    @extend_schema(
+        summary="Replace the agent's state (a new version), made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses=_STATE_WRITE_RESPONSES,
+    )
+    @state.mapping.put
+    def state_put(self, request: Request, pk: uuid.UUID) -> Response:
+        """The body (``application/json``) is the whole new state, a JSON object
+        (``runs.control.state.run_state_write``)."""
+        if request.content_type.split(";")[0].strip().lower() != "application/json":
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        return self._state_write(request, pk, "put")
+
+    @extend_schema(
+        summary="Patch the agent's state (a new version), made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
+        request={
+            _MERGE_PATCH: OpenApiTypes.OBJECT,
+            _JSON_PATCH: {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "op": {
+                            "type": "string",
+                            "enum": ["add", "remove", "replace", "move", "copy", "test"],
+                        },
+                        "path": {"type": "string"},
+                        "from": {"type": "string"},
+                        "value": {},
+                    },
+                    "required": ["op", "path"],
+                },
+            },
+        },
+        responses=_STATE_WRITE_RESPONSES,
+    )
+    @state.mapping.patch
+    def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
+        """The body is a JSON Merge Patch (RFC 7396, ``application/merge-patch+json``) or a
+        JSON Patch (RFC 6902, ``application/json-patch+json``) of the state
+        (``runs.control.state.run_state_write``)."""
+        media_type = request.content_type.split(";")[0].strip().lower()
+        operations: dict[str, state.Operation] = {
+            _MERGE_PATCH: "merge_patch",
+            _JSON_PATCH: "json_patch",
+        }
+        if media_type not in operations:
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        return self._state_write(request, pk, operations[media_type])
 
     @extend_schema(
         summary="The run's audit events in id order, after a given event id.",

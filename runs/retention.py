@@ -29,6 +29,7 @@ from runs.models import (
     RetentionAction,
     RetentionPolicy,
     Run,
+    StateVersion,
     Step,
     StepAttempt,
     ToolCall,
@@ -199,6 +200,7 @@ def _delete_runs(
         for dependent in _dependents:
             dependent.delete_for_runs(run_ids)
         cursor.execute("DELETE FROM runs_modelcall WHERE run_id = ANY(%s)", [run_ids])
+        cursor.execute("DELETE FROM runs_stateversion WHERE run_id = ANY(%s)", [run_ids])
         # Forks of these runs outlive them (Run.forked_from is SET_NULL, which Django, not the
         # database, would do).
         cursor.execute(
@@ -227,6 +229,7 @@ def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) ->
         StepAttempt.objects.filter(step__run_id__in=run_ids).update(error=None)
         ToolCall.objects.filter(run_id__in=run_ids).update(result=None)
         Checkpoint.objects.filter(run_id__in=run_ids).delete()
+        StateVersion.objects.filter(run_id__in=run_ids).delete()
     _timed_batch(report, started)
     report.redacted_runs += len(run_ids)
 

@@ -13,11 +13,20 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, IntegerField, Prefetch, Q, QuerySet
+from django.db.models import Count, IntegerField, Max, Min, Prefetch, Q, QuerySet, Window
 from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
-from runs.models import AgentKind, Run, Step, StepAttempt
+from runs.models import (
+    STATE_SCHEMA_VERSION,
+    AgentKind,
+    Run,
+    StateVersion,
+    Step,
+    StepAttempt,
+    state_hash,
+)
+from runs.state_diff import StepStates, json_diff
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -271,3 +280,67 @@ def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[Run
             )
         )
     return found
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """One version of a run's agent state: ``version`` (0: the initial state), the ``state``
+    object, its ``schema_version`` and ``state_hash`` (``runs.models.state_hash``)."""
+
+    version: int
+    state: dict[str, Any]
+    schema_version: int
+    state_hash: str
+
+
+def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> AgentState:
+    """Version ``version`` of the run's agent state (None: the current one, the highest).
+
+    Raises:
+        StateVersion.DoesNotExist: the run has no such version (a version 0 without a row is
+            the empty initial state, ``{}``; the caller has checked that the run exists).
+    """
+    rows = StateVersion.objects.filter(run_id=run_id).order_by("-version")
+    found = rows.first() if version is None else rows.filter(version=version).first()
+    if found is not None:
+        return AgentState(found.version, found.state, found.schema_version, found.state_hash)
+    if version is None or version == 0:
+        return AgentState(0, {}, STATE_SCHEMA_VERSION, state_hash({}))
+    raise StateVersion.DoesNotExist(f"run has no state version {version}")
+
+
+def state_version_list(
+    *, run_id: uuid.UUID | str, before: int | None = None, limit: int
+) -> tuple[list[StateVersion], int]:
+    """Up to ``limit`` of the run's stored state versions below version ``before`` (None: from
+    the newest), newest first, their ``state`` not loaded (it may be large), and how many
+    versions there are below ``before`` in all (counted with the same query)."""
+    rows = StateVersion.objects.filter(run_id=run_id).defer("state").order_by("-version")
+    if before is not None:
+        rows = rows.filter(version__lt=before)
+    found = list(rows.annotate(versions=Window(Count("id")))[:limit])
+    total = int(found[0].versions) if found else 0
+    shown: list[StateVersion] = [row for row in found]
+    return shown, total
+
+
+def state_written_steps(*, run_id: uuid.UUID | str) -> set[int]:
+    """The indexes of the run's steps that a write of its agent state names."""
+    named = StateVersion.objects.filter(run_id=run_id, step_index__isnull=False)
+    indexes = named.order_by().values_list("step_index", flat=True).distinct()
+    return {index for index in indexes if index is not None}
+
+
+def agent_state_written_for_step(*, run_id: uuid.UUID | str, index: int) -> StepStates | None:
+    """What the agent wrote into its state for step ``index`` of the run: from the state
+    before its first write naming the step to the state after its last (writes for other
+    steps in between included), with the changes (``runs.state_diff.json_diff``); None when
+    no write names the step."""
+    written = StateVersion.objects.filter(run_id=run_id, step_index=index).aggregate(
+        first=Min("version"), last=Max("version")
+    )
+    if written["first"] is None:
+        return None
+    before = agent_state_get(run_id=run_id, version=written["first"] - 1).state
+    after = agent_state_get(run_id=run_id, version=written["last"]).state
+    return StepStates(before, after, json_diff(before, after))

@@ -19,6 +19,7 @@ from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
 from runs.control.conversation import MAX_MESSAGES
 from runs.control.lifecycle import MAX_REASON
+from runs.control.state import MAX_RATIONALE
 from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
@@ -322,10 +323,14 @@ class SettleStepSerializer(StrictSerializer):
 
 class ForkRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/{id}/fork/``: the index of the first step to run in the new run,
-    and optionally new arguments for that step."""
+    optionally new arguments for that step, and the version of the agent's state the new run
+    starts with (default: the last before the agent's first write for that step or later)."""
 
     from_index = serializers.IntegerField(min_value=0, max_value=MAX_STEPS)
     args = serializers.JSONField(required=False, allow_null=True, default=None)
+    state_version = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=0, max_value=2**31 - 1
+    )
 
 
 class EmptySerializer(StrictSerializer):
@@ -344,6 +349,35 @@ class EventPageSerializer(serializers.Serializer):
 
     events = AuditEventSerializer(many=True)
     next_after = serializers.IntegerField()
+
+
+class AgentStateSerializer(serializers.Serializer):
+    """One version of a run's agent state (``runs.selectors.AgentState``): ``version`` (0: the
+    initial state), the ``state`` object and its ``schema_version``."""
+
+    version = serializers.IntegerField()
+    state = serializers.DictField()
+    schema_version = serializers.IntegerField()
+
+
+class StateQuerySerializer(serializers.Serializer):
+    """``?version=``: the state version to read (default: the current one)."""
+
+    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+
+class StateWriteQuerySerializer(StrictSerializer):
+    """A state write's ``?rationale=`` (why the agent writes it) and ``?step_index=`` (the
+    index of the run's step it belongs to)."""
+
+    rationale = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=MAX_RATIONALE,
+        trim_whitespace=False,
+    )
+    step_index = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class ToolSerializer(serializers.Serializer):

@@ -20,6 +20,16 @@ urlpatterns = [
         views.run_step_attempts,
         name="run-step-attempts",
     ),
+    path(
+        "runs/<uuid:run_id>/state/versions/",
+        views.run_state_versions,
+        name="run-state-versions",
+    ),
+    path(
+        "runs/<uuid:run_id>/state/versions/<int:version>/",
+        views.run_state_version,
+        name="run-state-version",
+    ),
     path("runs/<uuid:run_id>/events/", views.run_events, name="run-events"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),

@@ -33,7 +33,7 @@ from projects.views import object_permission
 from runs import selectors
 from runs.control import fork, lifecycle, settle
 from runs.filters import RunFilter, filter_problems
-from runs.models import AgentKind, Checkpoint, Run, Step
+from runs.models import AgentKind, Checkpoint, Run, StateVersion, Step
 from runs.state_diff import StepStates, json_diff, state_change_counts
 from runs.statuses import StepStatus, run_status_choices
 
@@ -42,8 +42,13 @@ RUNS_PER_PAGE = 50
 # all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
+# The rows of a state diff a fragment shows (the rest are counted): agent data may be huge.
+DIFF_ROWS_SHOWN = 200
 # Steps whose "Attempts" section opens with the run page, its attempts in it.
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
+# The latest versions of a run's agent state its page lists (each one's diff loaded when
+# opened); the earlier ones come, as many at a time, when the reader opens them.
+STATE_VERSIONS_SHOWN = 50
 _RUN_PROJECT = "SELECT project_id FROM runs_run WHERE id = %s"
 _PATH_PLACEHOLDER = uuid.UUID(int=0)
 _INDEX_PLACEHOLDER = 987654321
@@ -166,6 +171,24 @@ def _step_paths(name: str, run_id: uuid.UUID, steps: list[Step]) -> dict[int, st
     return {step.pk: path.replace(marker, f"/{step.index}/") for step in steps}
 
 
+def _state_version_paths(run_id: uuid.UUID, versions: list[StateVersion]) -> dict[int, str]:
+    """The path of each agent state version's diff fragment by version (one reverse())."""
+    path = reverse("run-state-version", args=[run_id, _INDEX_PLACEHOLDER])
+    marker = f"/{_INDEX_PLACEHOLDER}/"
+    return {row.version: path.replace(marker, f"/{row.version}/") for row in versions}
+
+
+def _state_versions_context(run_id: uuid.UUID, before: int | None = None) -> dict[str, Any]:
+    versions, total = selectors.state_version_list(
+        run_id=run_id, before=before, limit=STATE_VERSIONS_SHOWN
+    )
+    return {
+        "state_versions": versions,
+        "state_versions_total": total,
+        "state_version_paths": _state_version_paths(run_id, versions),
+    }
+
+
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
         run = selectors.run_list().get(pk=run_id)
@@ -214,6 +237,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         ),
         # Only how many changes each step made: the diff itself is loaded when opened.
         "state_changes": state_change_counts(steps, checkpoints),
+        # The steps the agent wrote its own state for (their diffs show what it wrote).
+        "agent_state_steps": selectors.state_written_steps(run_id=run.pk),
         "state_paths": _step_paths("run-step-state", run.pk, steps),
         "attempt_paths": _step_paths("run-step-attempts", run.pk, steps),
         "anchors": _event_anchors(step_refs),
@@ -227,6 +252,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "events": latest[::-1],
         "events_total": latest[0].run_events if len(latest) == EVENTS_SHOWN else len(latest),
         "events_reachable": TIMELINE_EVENTS,
+        **_state_versions_context(run.pk),
     }
 
 
@@ -284,8 +310,64 @@ def run_step_state(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpR
         raise Http404("this step has no checkpoint")
     after = checkpoints[0][1]
     before = checkpoints[1][1] if len(checkpoints) > 1 else {}
-    context = {"index": index, "change": StepStates(before, after, json_diff(before, after))}
+    context = {
+        "index": index,
+        "change": StepStates(before, after, json_diff(before, after)),
+        "agent_change": selectors.agent_state_written_for_step(run_id=run_id, index=index),
+        "rows_shown": DIFF_ROWS_SHOWN,
+    }
     return render(request, "runs/_step_state.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_state_version(request: HttpRequest, run_id: uuid.UUID, version: int) -> HttpResponse:
+    """What version ``version`` of the run's agent state changed from the version before (an
+    HTML fragment, loaded when the version is opened in the page's "Agent state" section):
+    the changes (``runs.state_diff``, the first ``DIFF_ROWS_SHOWN``) and the whole state.
+
+    Raises:
+        Http404: the run has no such version.
+    """
+    if version >= 2**31:
+        raise Http404("no such state version")
+    try:
+        after = selectors.agent_state_get(run_id=run_id, version=version)
+        before = (
+            selectors.agent_state_get(run_id=run_id, version=version - 1).state
+            if version > 0
+            else {}
+        )
+    except StateVersion.DoesNotExist:
+        raise Http404("no such state version") from None
+    context = {
+        "version": version,
+        "change": StepStates(before, after.state, json_diff(before, after.state)),
+        "rows_shown": DIFF_ROWS_SHOWN,
+    }
+    return render(request, "runs/_state_version.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("runs.view_run", raise_exception=True)
+@object_permission("runs.view_run", _run_project, "run_id")
+def run_state_versions(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """The run's agent state versions below ``?before=`` (a version number), newest first, at
+    most ``STATE_VERSIONS_SHOWN`` (an HTML fragment, loaded when the page's "Earlier
+    versions" section is opened; it ends with the next such section). A ``before`` that is
+    not a positive integer answers 400."""
+    before = request.GET.get("before", "")
+    if not (before.isascii() and before.isdigit() and 0 < int(before) < 2**31):
+        return HttpResponse(
+            "before: a state version (a positive integer) is required.",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    context = {"run_id": run_id, **_state_versions_context(run_id, int(before))}
+    return render(request, "runs/_state_versions.html", context)
 
 
 @require_GET
@@ -386,15 +468,23 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
 def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Fork a new run from the checkpoint before step ``from_index`` (POST), then show it.
 
-    POST ``args`` (JSON text) replaces that step's arguments when it differs from them; bad
-    input (not an integer index, not JSON, arguments failing the tool's schema) gives an error
-    message on the source run's page.
+    POST ``args`` (JSON text) replaces that step's arguments when it differs from them;
+    ``state_version`` (optional) is the version of the agent's state the new run starts with
+    (``runs.control.fork.run_fork``); bad input (not an integer index or version, not JSON,
+    arguments failing the tool's schema) gives an error message on the source run's page.
     """
     try:
         from_index = int(request.POST.get("from_index", ""))
     except ValueError:
         messages.error(request, "Cannot fork: the step index is not a number.")
         return redirect("run-detail", run_id=run_id)
+    state_version = None
+    raw_version = request.POST.get("state_version", "").strip()
+    if raw_version:
+        if not (raw_version.isascii() and raw_version.isdigit() and int(raw_version) < 2**31):
+            messages.error(request, "Cannot fork: the agent state version is not a version.")
+            return redirect("run-detail", run_id=run_id)
+        state_version = int(raw_version)
     args = None
     raw_args = request.POST.get("args", "").strip()
     if raw_args:
@@ -410,7 +500,11 @@ def run_fork(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             args = None
     try:
         forked = fork.run_fork(
-            run_id=run_id, actor=Actor.for_user(request.user), from_index=from_index, args=args
+            run_id=run_id,
+            actor=Actor.for_user(request.user),
+            from_index=from_index,
+            args=args,
+            state_version=state_version,
         )
     except Run.DoesNotExist:
         raise Http404("no such run") from None

@@ -11,15 +11,57 @@ from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.agents import StepSpec
 from runs.control.create import create_steps
-from runs.models import CLIENT_DRIVEN, Checkpoint, Run, Step
+from runs.models import CLIENT_DRIVEN, Checkpoint, Run, StateVersion, Step
+from runs.selectors import AgentState, agent_state_get
 from runs.statuses import StepStatus
 from runs.tools import get_tool
 from runs.transitions import record_transition
 from runs.wakeups import advance_run_on_commit
 
 
+def fork_state_version(*, run_id: uuid.UUID, from_index: int) -> int:
+    """The version of run ``run_id``'s agent state a fork from step ``from_index`` starts with
+    by default: the last version before the agent's first write for a step at or after
+    ``from_index`` (what the agent knew before it came to that step), or the current version
+    when it wrote nothing for those steps."""
+    first_later = (
+        StateVersion.objects.filter(run_id=run_id, step_index__gte=from_index)
+        .order_by("version")
+        .values_list("version", flat=True)
+        .first()
+    )
+    if first_later is not None:
+        return first_later - 1
+    return agent_state_get(run_id=run_id).version
+
+
+def _fork_state(source: Run, from_index: int, state_version: int | None) -> AgentState:
+    """The agent state a fork of ``source`` starts with (``run_fork``).
+
+    Raises:
+        InvalidInput: ``state_version`` is not a version of the source's state.
+    """
+    if state_version is None:
+        state_version = fork_state_version(run_id=source.pk, from_index=from_index)
+    if isinstance(state_version, bool) or not isinstance(state_version, int):
+        raise InvalidInput("state_version must be an integer", field="state_version")
+    try:
+        return agent_state_get(run_id=source.pk, version=state_version)
+    except StateVersion.DoesNotExist:
+        current = agent_state_get(run_id=source.pk).version
+        raise InvalidInput(
+            f"state_version must be a version of the run's state, 0 to {current}",
+            field="state_version",
+        ) from None
+
+
 def run_fork(
-    *, run_id: uuid.UUID, actor: Actor, from_index: int, args: dict[str, Any] | None = None
+    *,
+    run_id: uuid.UUID,
+    actor: Actor,
+    from_index: int,
+    args: dict[str, Any] | None = None,
+    state_version: int | None = None,
 ) -> Run:
     """Start a new run from the checkpoint before step ``from_index`` of run ``run_id``.
 
@@ -33,11 +75,16 @@ def run_fork(
     (``Run.forked_from``, ``Run.forked_from_index``: what the pages show) and its metadata
     names it too (``forked_from``: run id and index), for clients reading metadata.
 
+    The agent's own state (``runs.control.state``) starts as version ``state_version`` of the
+    source's (default: ``fork_state_version``, what the agent knew before it came to step
+    ``from_index``): the new run's version 0, stored with operation ``fork``.
+
     Raises:
         Run.DoesNotExist: unknown run.
         InvalidInput: ``from_index`` out of range or past a step that did not succeed;
             ``args`` not an object, failing the tool's schema or holding what PostgreSQL cannot
-            store (``agentops.storable``); ``args`` with nothing to edit.
+            store (``agentops.storable``); ``args`` with nothing to edit; ``state_version``
+            not a version of the source's agent state.
     """
     require_storable(args, field="args")
     source = Run.objects.get(pk=run_id)
@@ -60,6 +107,7 @@ def run_fork(
         reason = tool.validate_args(args) if tool else None
         if reason:
             raise InvalidInput(f"args: {reason}", field="args")
+    agent_state = _fork_state(source, from_index, state_version)
     checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
     with audited_atomic():
         run = Run.objects.create(
@@ -82,8 +130,28 @@ def run_fork(
             state=checkpoints.get(from_index - 1, {}),
         )
         record_transition(
-            actor, run, "", agent=run.agent, forked_from=str(source.pk), from_index=from_index
+            actor,
+            run,
+            "",
+            agent=run.agent,
+            forked_from=str(source.pk),
+            from_index=from_index,
+            state_version=agent_state.version,
+            state_hash=agent_state.state_hash,
         )
+        if agent_state.state:
+            StateVersion.objects.create(
+                run=run,
+                version=0,
+                state=agent_state.state,
+                state_hash=agent_state.state_hash,
+                schema_version=agent_state.schema_version,
+                operation="fork",
+                writer_kind=actor.kind,
+                writer_id=actor.id,
+                writer_name=actor.name,
+                rationale=f"forked from run {source.pk} at state version {agent_state.version}",
+            )
         for old in steps[:from_index]:
             step = Step.objects.create(
                 run=run,

@@ -34,6 +34,7 @@ from runs.models.retention import (
     RetentionPurge,
     _terminal_statuses,
 )
+from runs.models.state import STATE_SCHEMA_VERSION, StateVersion, state_etag, state_hash
 from runs.statuses import (
     ATTEMPT_STATUSES,
     OPEN_STEP_STATUSES,
@@ -51,6 +52,7 @@ from runs.statuses import (
 __all__ = [
     "CLIENT_DRIVEN",
     "PURGE_OPEN",
+    "STATE_SCHEMA_VERSION",
     "AgentKind",
     "Checkpoint",
     "Executor",
@@ -64,19 +66,25 @@ __all__ = [
     "RetentionPurge",
     "Risk",
     "Run",
+    "StateVersion",
     "Step",
     "StepAttempt",
     "ToolCall",
     "_terminal_statuses",
+    "state_etag",
+    "state_hash",
 ]
 
 
 class Run(ConcurrentTransitions, models.Model):
     """One agent task: its goal, the agent driving it, its working state and conversation.
 
-    ``state`` is the JSON working data the agent carries between steps (``checkpoints`` keep a
-    copy after each step); ``conversation`` the run's messages (OpenAI chat format);
-    ``client_done`` is set when a client agent says it appends no more steps. Usage totals:
+    ``state`` is the executor's bookkeeping carried between steps (``completed_steps``,
+    ``last_step``; ``checkpoints`` keep a copy after each step); the agent's own task state
+    (goal, plan, observations, decisions) is apart from it, in ``state_versions``
+    (``StateVersion``, written through ``runs.control.state``), so neither overwrites the
+    other; ``conversation`` the run's messages (OpenAI chat format); ``client_done`` is set
+    when a client agent says it appends no more steps. Usage totals:
     ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms spent in tool calls).
     Budget (``runs.budget``): ``max_tokens`` (tokens), ``max_cost_usd`` (USD), ``step_limit``
     (steps) and ``deadline`` (an absolute time); crossing one fails the run or, with

@@ -24,8 +24,9 @@ class RetentionPolicy(models.Model):
 
     A run qualifies when its status is one of ``statuses`` (terminal statuses only), its
     ``agent`` matches (blank: any) and it finished more than ``ttl_days`` days ago. ``delete``
-    removes the run with its steps, attempts, checkpoints, ledger rows and approvals; ``redact``
-    keeps the rows but blanks their data (arguments, results, errors, conversation, state).
+    removes the run with its steps, attempts, checkpoints, agent state versions, ledger rows
+    and approvals; ``redact`` keeps the rows but blanks their data (arguments, results, errors,
+    conversation, state; checkpoints and agent state versions are deleted).
     Audit events are kept either way (they have their own, longer TTL:
     ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.retention.retention_purge``.
     """

@@ -51,7 +51,7 @@ def _accepting(*statuses: str) -> dict[str, Any]:
 # needs steps, a transcript's tool calls have results), generated POSTs reuse an
 # Idempotency-Key with another body (422), and a list's cursor is valid only as a page link
 # made it (400). Every other answer to schema-valid input must be a success or a documented
-# refusal of state (401, 403, 404, 409).
+# refusal of state (401, 403, 404, 409); a state write's also a stale If-Match (412).
 CONFIG = SchemathesisConfig.from_dict(
     {
         "seed": 0,
@@ -60,6 +60,19 @@ CONFIG = SchemathesisConfig.from_dict(
             {
                 "include-name": ["GET /api/v1/runs/", "GET /api/v1/approvals/"],
                 **_accepting("400", "401", "403"),
+            },
+            # A state write is made against the version its If-Match names: a generated one
+            # rarely names the current version (412), and a JSON Patch may not apply (409).
+            # Without If-Match it is 428 Precondition Required (RFC 6585 §3), not a 400.
+            {
+                "include-path-regex": "/state/$",
+                "include-method": ["PUT", "PATCH"],
+                "checks": {
+                    **_accepting("400", "401", "403", "404", "409", "412", "413", "415", "428")[
+                        "checks"
+                    ],
+                    "missing_required_header": {"expected-statuses": ["428"]},
+                },
             },
         ],
     }

@@ -23,6 +23,7 @@ from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from projects.roles import Role
 from runs.control.create import run_create
+from runs.control.state import run_state_write
 from runs.models import Run, RunStatus
 from tests.e2e.conftest import TIMEOUT_MS, log_in
 from testsupport.factories import make_user
@@ -78,8 +79,9 @@ PAGES = [
 
 @pytest.fixture
 def data(seeded: None) -> Data:
-    """A run with a finished step and one waiting for approval, requested by olivia; rita
-    reviews; ada is a superuser. Tasks run eagerly (no worker)."""
+    """A run with a finished step and one waiting for approval, requested by olivia, with a
+    version of its agent's state; rita reviews; ada is a superuser. Tasks run eagerly (no
+    worker)."""
     olivia = make_user("olivia", Role.OPERATOR)
     make_user("rita", Role.REVIEWER)
     make_user("ada", superuser=True)
@@ -95,6 +97,16 @@ def data(seeded: None) -> Data:
     Run.objects.filter(pk=run.pk).update(created_at=CREATED)
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.WAITING
+    # The run page's "Agent state" section, and the fork form's state version, shown too.
+    run_state_write(
+        run_id=run.pk,
+        actor=Actor.for_user(olivia),
+        base_version=0,
+        operation="put",
+        document={"total": 42},
+        rationale="Added it up.",
+        step_index=0,
+    )
     return Data(run, run.approvals.get(), AuditEvent.objects.filter(run_id=run.pk).earliest("id"))
 
 

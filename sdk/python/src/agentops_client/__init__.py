@@ -16,15 +16,18 @@ from agentops_client.errors import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     ServerError,
     StepFailed,
+    TooLarge,
     ToolFailed,
 )
-from agentops_client.models import Approval, Rejected, Run, Step
+from agentops_client.models import AgentState, Approval, Rejected, Run, Step
 from agentops_client.sync import Client, RunHandle
 
 __all__ = [
     "AgentOpsError",
+    "AgentState",
     "Approval",
     "AsyncClient",
     "AsyncRunHandle",
@@ -35,6 +38,7 @@ __all__ = [
     "NotAuthenticated",
     "NotFound",
     "PermissionDenied",
+    "PreconditionFailed",
     "Rejected",
     "Retry",
     "Run",
@@ -42,6 +46,7 @@ __all__ = [
     "ServerError",
     "Step",
     "StepFailed",
+    "TooLarge",
     "ToolFailed",
     "current_step",
 ]

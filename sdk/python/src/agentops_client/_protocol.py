@@ -17,6 +17,9 @@ from agentops_client.models import Rejected, Step
 API = "/api/v1"
 # Marks a response the server replayed for a repeated Idempotency-Key (a past state).
 REPLAYED = "_idempotent_replayed"
+# The media types of a state patch: JSON Merge Patch (RFC 7396) and JSON Patch (RFC 6902).
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 # What the server says when a request with the same Idempotency-Key is still being processed.
 IN_FLIGHT = "still being processed"
 
@@ -39,6 +42,12 @@ class Retry:
 def new_key() -> str:
     """A fresh Idempotency-Key."""
     return str(uuid.uuid4())
+
+
+def state_etag(run_id: str, version: int) -> str:
+    """The entity tag the server gives version ``version`` of run ``run_id``'s agent state
+    (strong, quoted): what a write made against that version sends as ``If-Match``."""
+    return f'"{run_id}:{version}"'
 
 
 def args_digest(args: dict[str, Any]) -> str:

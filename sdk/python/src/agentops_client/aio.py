@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import functools
 import inspect
 import json
@@ -17,8 +18,14 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from agentops_client import _protocol as p
-from agentops_client.errors import AgentOpsError, Conflict, IdempotencyMismatch, ToolFailed
-from agentops_client.models import Approval, Rejected, Run, Step
+from agentops_client.errors import (
+    AgentOpsError,
+    Conflict,
+    IdempotencyMismatch,
+    PreconditionFailed,
+    ToolFailed,
+)
+from agentops_client.models import AgentState, Approval, Rejected, Run, Step
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,12 +87,39 @@ class AsyncClient:
     async def _request(
         self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any
     ) -> Any:
-        headers = {"Idempotency-Key": key or p.new_key()} if method == "POST" else {}
-        for attempt in range(1, self.retry.attempts + 1):
-            last = attempt == self.retry.attempts
+        return (await self._exchange(method, path, body, key, params=params))[0]
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        key: str | None = None,
+        *,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        media: str | None = None,
+        attempts: int | None = None,
+    ) -> tuple[Any, httpx.Headers]:
+        """Send a request (``body`` as JSON, of media type ``media`` when given), retried as
+        ``retry`` says up to ``attempts`` tries; its parsed JSON and its headers."""
+        sent = {"Idempotency-Key": key or p.new_key()} if method == "POST" else {}
+        sent.update(headers or {})
+        content = None
+        if media is not None:
+            content = json.dumps(body).encode()
+            sent["Content-Type"] = media
+        tries = attempts or self.retry.attempts
+        for attempt in range(1, tries + 1):
+            last = attempt == tries
             try:
                 response = await self._http.request(
-                    method, path, json=body, headers=headers, params=params or None
+                    method,
+                    path,
+                    json=body if content is None else None,
+                    content=content,
+                    headers=sent,
+                    params=params or None,
                 )
             except httpx.TransportError:
                 if last:
@@ -93,12 +127,12 @@ class AsyncClient:
             else:
                 text = response.text
                 if not (p.retryable(response.status_code, text) and not last):
-                    body = p.parse(response.status_code, text)
+                    parsed = p.parse(response.status_code, text)
                     if response.headers.get("Idempotent-Replayed") == "true" and isinstance(
-                        body, dict
+                        parsed, dict
                     ):
-                        body = {**body, p.REPLAYED: True}
-                    return body
+                        parsed = {**parsed, p.REPLAYED: True}
+                    return parsed, response.headers
             await asyncio.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -216,6 +250,124 @@ class AsyncClient:
         """Cancel the run with ``reason``."""
         body = {"reason": reason}
         return Run.from_json(await self._request("POST", f"/runs/{run_id}/cancel/", body))
+
+    # --- the agent's own state ------------------------------------------------------------
+
+    async def get_state(self, run_id: str, version: int | None = None) -> AgentState:
+        """Version ``version`` of the run's agent state (default: the current one), with the
+        ETag to make the next write against. Raises ``NotFound`` (no such run or version)."""
+        params = {} if version is None else {"version": version}
+        body, headers = await self._exchange("GET", f"/runs/{run_id}/state/", params=params)
+        return AgentState.from_json(body, headers.get("ETag", ""))
+
+    async def put_state(
+        self,
+        run_id: str,
+        state: dict[str, Any],
+        *,
+        base: AgentState | int,
+        rationale: str = "",
+        step_index: int | None = None,
+    ) -> AgentState:
+        """Replace the run's agent state by ``state`` (a JSON object), a write made against
+        ``base`` (the version read, or its number): the new version.
+
+        Raises:
+            PreconditionFailed: ``base`` is no longer the current version (nothing changed).
+            BadRequest: not a JSON object, too deep, a bad ``step_index`` or ``rationale``.
+            TooLarge: over the server's size limit.
+            Conflict: the run is finished.
+        """
+        document = p.check_json(state, "state")
+        return await self._write_state(
+            run_id, "PUT", "application/json", document, base, rationale, step_index
+        )
+
+    async def patch_state(
+        self,
+        run_id: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        base: AgentState | int,
+        rationale: str = "",
+        step_index: int | None = None,
+    ) -> AgentState:
+        """Patch the run's agent state, a write made against ``base`` (the version read, or
+        its number): ``patch`` is a JSON Patch (RFC 6902) when it is a list of operations,
+        else a JSON Merge Patch (RFC 7396: ``None`` deletes a member). The new version.
+
+        Raises:
+            PreconditionFailed: ``base`` is no longer the current version (nothing changed).
+            Conflict: a JSON Patch that does not apply (a missing path, a failed ``test``), or
+                the run is finished.
+            BadRequest, TooLarge: as ``put_state``.
+        """
+        media = p.JSON_PATCH if isinstance(patch, list) else p.MERGE_PATCH
+        document = p.check_json(patch, "patch")
+        return await self._write_state(
+            run_id, "PATCH", media, document, base, rationale, step_index
+        )
+
+    async def _write_state(
+        self,
+        run_id: str,
+        method: str,
+        media: str,
+        document: Any,
+        base: AgentState | int,
+        rationale: str,
+        step_index: int | None,
+    ) -> AgentState:
+        params: dict[str, Any] = {"rationale": rationale} if rationale else {}
+        if step_index is not None:
+            params["step_index"] = step_index
+        etag = base.etag if isinstance(base, AgentState) else p.state_etag(run_id, base)
+        # Tried once: a write whose answer was lost may have been applied, and sent again it
+        # would be refused (412) as if another writer had won.
+        body, headers = await self._exchange(
+            method,
+            f"/runs/{run_id}/state/",
+            document,
+            headers={"If-Match": etag},
+            media=media,
+            params=params,
+            attempts=1,
+        )
+        return AgentState.from_json(body, headers.get("ETag", ""))
+
+    async def update_state(
+        self,
+        run_id: str,
+        fn: Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]],
+        *,
+        rationale: str = "",
+        step_index: int | None = None,
+        attempts: int = 10,
+    ) -> AgentState:
+        """Change the run's agent state with ``fn`` without losing another writer's update:
+        read the current version, write ``fn(state)`` (``fn`` gets a copy and returns the new
+        state object; it may be async) against it, and when another write came first (412),
+        read again and call ``fn`` again, up to ``attempts`` times. The new version.
+
+        Raises:
+            PreconditionFailed: every one of the ``attempts`` writes lost its race.
+            ValueError: ``attempts`` is below 1.
+        """
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        for attempt in range(1, attempts + 1):
+            current = await self.get_state(run_id)
+            new = fn(copy.deepcopy(current.state))
+            if inspect.isawaitable(new):
+                new = await new
+            try:
+                return await self.put_state(
+                    run_id, new, base=current, rationale=rationale, step_index=step_index
+                )
+            except PreconditionFailed:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # --- reviewers ------------------------------------------------------------------------
 

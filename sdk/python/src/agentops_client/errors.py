@@ -34,6 +34,21 @@ class Conflict(AgentOpsError):
     """409: the current status forbids this (e.g. a step not ready for a result)."""
 
 
+class PreconditionFailed(AgentOpsError):
+    """412: a state write was made against a version that is no longer current; ``version``
+    is the current one (read the state again and redo the change)."""
+
+    @property
+    def version(self) -> int | None:
+        """The current version, as the server said."""
+        found = self.body.get("version") if isinstance(self.body, dict) else None
+        return found if isinstance(found, int) else None
+
+
+class TooLarge(AgentOpsError):
+    """413: the new state is over the server's size limit (``detail`` names it)."""
+
+
 class IdempotencyMismatch(AgentOpsError):
     """422: an ``Idempotency-Key`` reused with a different request."""
 
@@ -67,6 +82,8 @@ def error_for(status: int, body: Any) -> AgentOpsError:
         403: PermissionDenied,
         404: NotFound,
         409: Conflict,
+        412: PreconditionFailed,
+        413: TooLarge,
         422: IdempotencyMismatch,
     }.get(status, ServerError if status >= 500 else AgentOpsError)
     return kind(status, detail, field, body)

@@ -148,3 +148,24 @@ class Rejected:
     def __str__(self) -> str:
         who = f" by {self.reviewer}" if self.reviewer else ""
         return f"Rejected{who}: {self.reason or self.message}"
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """One version of a run's agent state: ``version`` (0: the state the run started with),
+    the ``state`` object, its ``schema_version``, and ``etag``, the version's entity tag to
+    make the next write against (sent as ``If-Match``)."""
+
+    version: int
+    state: dict[str, Any]
+    schema_version: int
+    etag: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], etag: str) -> AgentState:
+        return cls(
+            version=data["version"],
+            state=data["state"],
+            schema_version=data.get("schema_version", 1),
+            etag=etag,
+        )

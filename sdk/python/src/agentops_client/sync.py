@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from agentops_client.aio import AsyncClient, AsyncRunHandle
-from agentops_client.models import Approval, Run, Step
+from agentops_client.models import AgentState, Approval, Run, Step
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,6 +79,33 @@ class Client:
     def cancel_run(self, run_id: str, reason: str = "") -> Run:
         """See ``AsyncClient.cancel_run``."""
         return self._run(self.aio.cancel_run(run_id, reason))
+
+    def get_state(self, run_id: str, version: int | None = None) -> AgentState:
+        """See ``AsyncClient.get_state``."""
+        return self._run(self.aio.get_state(run_id, version))
+
+    def put_state(
+        self, run_id: str, state: dict[str, Any], *, base: AgentState | int, **options: Any
+    ) -> AgentState:
+        """See ``AsyncClient.put_state``."""
+        return self._run(self.aio.put_state(run_id, state, base=base, **options))
+
+    def patch_state(
+        self,
+        run_id: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        base: AgentState | int,
+        **options: Any,
+    ) -> AgentState:
+        """See ``AsyncClient.patch_state``."""
+        return self._run(self.aio.patch_state(run_id, patch, base=base, **options))
+
+    def update_state(
+        self, run_id: str, fn: Callable[[dict[str, Any]], dict[str, Any]], **options: Any
+    ) -> AgentState:
+        """See ``AsyncClient.update_state`` (``fn`` runs on the client's loop thread)."""
+        return self._run(self.aio.update_state(run_id, fn, **options))
 
     def pending_approvals(self) -> list[Approval]:
         """See ``AsyncClient.pending_approvals``."""

@@ -1,0 +1,62 @@
+"""The agent's own task state: every version of it that its agent wrote (``runs.control.state``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.db import models
+
+# The layout of an agent state document as the API serves it (``schema_version``): raise it
+# when the meaning of a stored state changes, so readers can tell old versions apart.
+STATE_SCHEMA_VERSION = 1
+
+
+def state_hash(state: object) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``state`` (keys sorted, no spaces, UTF-8, as
+    ``Step.args_digest``): equal for equal documents whatever their key order."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def state_etag(run_id: object, version: int) -> str:
+    """The strong entity tag (RFC 9110 §8.8.3) of version ``version`` of run ``run_id``'s agent
+    state, quotes included: ``"<run id>:<version>"``."""
+    return f'"{run_id}:{version}"'
+
+
+class StateVersion(models.Model):
+    """One version of a run's agent state: the whole JSON object (``state``) the agent's
+    write ``version`` left (1, 2, ... per run, with no gaps), apart from the executor's
+    bookkeeping in ``Run.state``.
+
+    Version 0 is the state a run starts with: ``{}``, stored as no row, or, for a fork, the
+    state it was forked from (a row). ``state_hash`` is ``state_hash(state)``; the writer's
+    actor kind, id and display name are copied (no foreign key: history outlives users);
+    ``step_index`` is the index of the step the write belongs to (None: none); ``rationale``
+    why the agent wrote it; ``operation`` how (``put``, ``merge_patch``, ``json_patch``,
+    ``fork``); ``schema_version`` is ``STATE_SCHEMA_VERSION`` when written.
+    """
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="state_versions")
+    version = models.PositiveIntegerField()
+    state = models.JSONField(default=dict)
+    state_hash = models.CharField(max_length=64)
+    schema_version = models.PositiveSmallIntegerField(default=STATE_SCHEMA_VERSION)
+    operation = models.CharField(max_length=16)
+    writer_kind = models.CharField(max_length=16)
+    writer_id = models.CharField(max_length=255, blank=True)
+    writer_name = models.CharField(max_length=255, blank=True)
+    step_index = models.PositiveIntegerField(null=True, blank=True)
+    rationale = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "version"]
+        # Two writers that both read version N can never both store N + 1.
+        constraints = [
+            models.UniqueConstraint(fields=["run", "version"], name="stateversion_run_version_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"state version {self.version} of run {self.run_id}"
