@@ -282,6 +282,7 @@ CELERY_TASK_ROUTES = {
     "gateway.end_idle_sessions": {"queue": MAINTENANCE_QUEUE},
     "approvals.notify_due": {"queue": MAINTENANCE_QUEUE},
     "fleet.purge_task_history": {"queue": MAINTENANCE_QUEUE},
+    "fleet.refresh_workers_report": {"queue": MAINTENANCE_QUEUE},
 }
 
 if REDIS_URL:
@@ -416,10 +417,13 @@ AGENTOPS_MCP_POLL_SECONDS = float(env_str("AGENTOPS_MCP_POLL_SECONDS", "0.2"))
 AGENTOPS_MCP_SESSION_IDLE_SECONDS = env_int("AGENTOPS_MCP_SESSION_IDLE_SECONDS", 1800, minimum=60)
 AGENTOPS_REQUEUE_AFTER_SECONDS = env_int("AGENTOPS_REQUEUE_AFTER_SECONDS", 60, minimum=1)
 # The control room (``fleet``): the bearer token Prometheus sends to /metrics (empty: staff
-# sessions only), how long the workers page waits for workers to answer each inspect call
-# (seconds), and how long the task history keeps a task's outcome (days).
+# sessions only), how long workers have to answer each inspect call (seconds), how old their
+# last answer may be before an open workers page has a worker ask them again, which is also
+# how often that page refreshes (seconds), and how long the task history keeps a task's
+# outcome (days).
 AGENTOPS_METRICS_TOKEN = env_str("AGENTOPS_METRICS_TOKEN", "")
 AGENTOPS_INSPECT_TIMEOUT_SECONDS = float(env_str("AGENTOPS_INSPECT_TIMEOUT_SECONDS", "1.0"))
+AGENTOPS_WORKERS_REFRESH_SECONDS = env_int("AGENTOPS_WORKERS_REFRESH_SECONDS", 5, minimum=1)
 AGENTOPS_TASK_HISTORY_DAYS = env_int("AGENTOPS_TASK_HISTORY_DAYS", 7, minimum=1)
 # Which task outcomes the workers record: all, failures (failures and retries: one INSERT only
 # when something went wrong), or off.

@@ -122,6 +122,9 @@ class AuditEventAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
     list_filter = ["actor_kind", "object_type", "verb"]
     search_fields = ["verb", "actor_name", "actor_id", "object_id", "run_id"]
     date_hierarchy = "created_at"
+    # Newest first, as a log is read; the primary key's index serves it backwards (ids grow
+    # with time within a chain, and the model's own ordering stays ``id`` for chain walks).
+    ordering = ["-id"]
     show_full_result_count = False
     readonly_fields = ["object_link", "run_link"]
     fieldsets = [

@@ -1,5 +1,10 @@
 """What the Celery broker and workers say: queue depths and ages, workers and their tasks.
 
+Asking the workers takes a second (a ping waits its whole timeout for answers), so pages do
+not ask them: a worker task does (``workers_report_refresh``, sent by the workers page while
+the report in the cache is older than ``AGENTOPS_WORKERS_REFRESH_SECONDS``) and pages render
+the last report (``workers_report``), saying how old it is.
+
 Queues are Redis lists (kombu's Redis transport): a message is pushed at the head and taken
 from the tail, so the tail is the oldest. Each queue has a list per priority step (the queue's
 name, then ``name\\x06\\x16<priority>``). A message's age comes from its ``sent_at`` header
@@ -16,8 +21,16 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.core.cache import cache
+from kombu.exceptions import KombuError
 
 from agentops import celery_app
+
+# The cache keys of the last workers report and of the claim on asking for a new one, and how
+# long a report is kept (seconds): an older one is no longer worth showing.
+REPORT_KEY = "fleet:workers-report"
+ASKING_KEY = "fleet:workers-asking"
+REPORT_KEPT_SECONDS = 600
 
 # kombu's Redis transport: priority steps and the separator of a priority's list name.
 PRIORITY_STEPS = (0, 3, 6, 9)
@@ -125,3 +138,67 @@ def worker_states(*, timeout: float) -> list[WorkerState]:
         )
         for name in names
     ]
+
+
+@dataclass(frozen=True)
+class WorkersReport:
+    """What the workers said when last asked: ``workers`` that answered, ``asked_at`` (Unix
+    time, seconds) and ``error`` (why the broker could not be asked; empty when it was)."""
+
+    workers: list[WorkerState]
+    asked_at: float
+    error: str = ""
+
+    def age_seconds(self, now: float) -> float:
+        """Seconds since the workers were asked, at ``now`` (Unix time)."""
+        return max(0.0, now - self.asked_at)
+
+
+def workers_report_refresh(*, timeout: float) -> WorkersReport:
+    """Ask the workers (``worker_states`` with ``timeout`` seconds) and keep their answer as
+    the report pages render (``workers_report_keep``); an unreachable broker is reported in
+    ``error``, not raised."""
+    asked_at = time.time()
+    try:
+        report = WorkersReport(worker_states(timeout=timeout), asked_at)
+    except (KombuError, OSError, redis.RedisError) as exc:
+        report = WorkersReport([], asked_at, error=str(exc) or type(exc).__name__)
+    workers_report_keep(report)
+    return report
+
+
+def workers_report_keep(report: WorkersReport) -> None:
+    """Keep ``report`` in the cache for ``REPORT_KEPT_SECONDS`` as the one pages render, and
+    release the claim on asking for it (``workers_report_claim``)."""
+    cache.set(
+        REPORT_KEY,
+        {
+            "asked_at": report.asked_at,
+            "error": report.error,
+            "workers": [
+                {"name": w.name, "stats": w.stats, "active": w.active} for w in report.workers
+            ],
+        },
+        timeout=REPORT_KEPT_SECONDS,
+    )
+    cache.delete(ASKING_KEY)
+
+
+def workers_report() -> WorkersReport | None:
+    """The last report in the cache (one round trip to Redis, no question to the workers),
+    or None when there is none (never asked, expired, or the cache is unreachable)."""
+    kept = cache.get(REPORT_KEY)
+    if not isinstance(kept, dict):
+        return None
+    return WorkersReport(
+        workers=[WorkerState(**worker) for worker in kept["workers"]],
+        asked_at=kept["asked_at"],
+        error=kept["error"],
+    )
+
+
+def workers_report_claim(*, seconds: int) -> bool:
+    """Claim asking the workers for a new report: True for the one caller that may send the
+    refresh task now, False while another's claim holds (``seconds``, the longest a refresh
+    may take to arrive before someone asks again) or the cache is unreachable."""
+    return bool(cache.add(ASKING_KEY, 1, timeout=seconds))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
+import time
 import uuid
 from typing import Any
 
@@ -27,9 +29,10 @@ from django.views.decorators.http import require_GET, require_POST
 from kombu.exceptions import KombuError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from agentops import celery_app
 from agentops.actors import Actor
 from agentops.errors import Conflict
-from fleet import broker, selectors, services
+from fleet import broker, selectors, services, tasks
 from fleet.metrics import fleet_registry
 from fleet.models import TaskRecord, TaskState
 from fleet.receivers import TASK_SUBJECTS
@@ -120,14 +123,11 @@ def _active_tasks(workers: list[broker.WorkerState], access: Access) -> list[dic
     return tasks
 
 
-@require_GET
-@login_required
-@permission_required("runs.resume_run", raise_exception=True)
-def workers(request: HttpRequest) -> HttpResponse:
-    """Workers (``celery inspect ping/stats/active``, ``AGENTOPS_INSPECT_TIMEOUT_SECONDS``
-    each), queue depths and ages (Redis), active tasks and the task history (``?state=``
-    ``failure`` | ``retry`` | ``success`` narrows it). An unreachable broker is said on the
-    page; the task history is still shown."""
+def _workers_context(request: HttpRequest) -> dict[str, Any]:
+    """What the workers page and its live part show: the queues (read from Redis now), the
+    workers and their active tasks from the last report in the cache (never asked here; a
+    refresh is sent when the report is older than ``AGENTOPS_WORKERS_REFRESH_SECONDS``) and
+    how old it is (seconds), and the problems met, as sentences."""
     access = Access(request.user)
     problems = []
     try:
@@ -135,11 +135,43 @@ def workers(request: HttpRequest) -> HttpResponse:
     except redis.RedisError as exc:
         queues = []
         problems.append(f"The broker's queues could not be read: {exc}")
-    try:
-        answered = broker.worker_states(timeout=settings.AGENTOPS_INSPECT_TIMEOUT_SECONDS)
-    except (KombuError, OSError, redis.RedisError) as exc:
-        answered = []
-        problems.append(f"The workers could not be asked: {exc}")
+    eager = bool(celery_app.conf.task_always_eager)
+    report = broker.workers_report()
+    now = time.time()
+    refresh = settings.AGENTOPS_WORKERS_REFRESH_SECONDS
+    # Tasks that run eagerly (no broker) have no workers to ask.
+    if (report is None or report.age_seconds(now) >= refresh) and not eager:
+        # One refresh in flight for every open page; one that waits too long (busy workers)
+        # expires, and the next page poll after the claim sends another.
+        claim = refresh + 2 * math.ceil(settings.AGENTOPS_INSPECT_TIMEOUT_SECONDS) + 5
+        if broker.workers_report_claim(seconds=claim):
+            try:
+                tasks.refresh_workers_report.apply_async(expires=claim)
+            except (KombuError, OSError, redis.RedisError) as exc:
+                problems.append(f"The workers could not be asked: {exc}")
+    if report is not None and report.error:
+        problems.append(f"The workers could not be asked: {report.error}")
+    answered = report.workers if report is not None else []
+    return {
+        "problems": problems,
+        "queues": queues,
+        "eager": eager,
+        "report_age": None if report is None else report.age_seconds(now),
+        "workers": answered,
+        "active": _active_tasks(answered, access),
+    }
+
+
+@require_GET
+@login_required
+@permission_required("runs.resume_run", raise_exception=True)
+def workers(request: HttpRequest) -> HttpResponse:
+    """Queue depths and ages (Redis), the workers with their active tasks as last reported
+    (``_workers_context``; ``static/js/workers.js`` re-fetches that part, ``workers_live``,
+    every ``AGENTOPS_WORKERS_REFRESH_SECONDS``) and the task history (``?state=``
+    ``failure`` | ``retry`` | ``success`` narrows it). An unreachable broker is said on the
+    page; the task history is still shown."""
+    access = Access(request.user)
     state = request.GET.get("state", "")
     if state not in TaskState.values:
         state = ""
@@ -155,17 +187,23 @@ def workers(request: HttpRequest) -> HttpResponse:
         request,
         "fleet/workers.html",
         {
+            **_workers_context(request),
             "nav": "workers",
-            "problems": problems,
-            "queues": queues,
-            "workers": answered,
-            "active": _active_tasks(answered, access),
+            "poll_seconds": settings.AGENTOPS_WORKERS_REFRESH_SECONDS,
             "history": history,
             "resendable": resendable,
             "state": state,
             "states": TaskState.choices,
         },
     )
+
+
+@require_GET
+@login_required
+@permission_required("runs.resume_run", raise_exception=True)
+def workers_live(request: HttpRequest) -> HttpResponse:
+    """The live part of the workers page (queues, workers, active tasks), an HTML fragment."""
+    return render(request, "fleet/_workers_live.html", _workers_context(request))
 
 
 @require_POST

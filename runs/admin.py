@@ -43,6 +43,7 @@ from runs.models import (
     ToolCall,
 )
 from runs.retention import retention_preview
+from runs.statuses import RUN_STATUSES
 
 
 class StepInline(ReadOnlyTabularInline):
@@ -246,11 +247,29 @@ class ToolCallAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
     search_fields = ["idempotency_key", "tool"]
 
 
+class RetentionPolicyForm(forms.ModelForm):
+    """A retention policy, its ``statuses`` chosen with a checkbox per terminal run status
+    (the only ones that may expire); none or another status is refused with a message."""
+
+    statuses = forms.MultipleChoiceField(
+        choices=[(value, info.label) for value, info in RUN_STATUSES.items() if info.terminal],
+        # A new policy starts with the model's default: every terminal status.
+        initial=RetentionPolicy._meta.get_field("statuses").get_default,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Finished runs in any of the checked statuses expire after the TTL.",
+    )
+
+    class Meta:
+        model = RetentionPolicy
+        fields = ["name", "enabled", "statuses", "agent", "ttl_days", "action"]
+
+
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
     """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``;
     ``<id>/preview/`` shows what one would do now and runs it ("Run now", POST)."""
 
+    form = RetentionPolicyForm
     list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses", "preview_link"]
     list_filter = ["enabled", "action"]
     change_form_template = "admin/runs/retentionpolicy/change_form.html"

@@ -13,6 +13,9 @@ turn by turn; every tool output is compared with the recorded one.
 Without ``--reviewer-token`` the approvals wait for someone else (the inbox). Running again
 with the same ``--session`` resumes: finished runs are skipped, the others replay from their
 start, getting the steps and turns already on record back instead of repeating them.
+
+Progress goes to stderr as it happens, a line each (a run started, a tool called, and
+answered once its gate let it run, a run finished); the report goes to stdout at the end.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 import time
 import uuid
@@ -37,7 +41,9 @@ from agents import (
     ModelSettings,
     OpenAIChatCompletionsModel,
     RunConfig,
+    RunContextWrapper,
     Runner,
+    Tool,
 )
 from agents.tool_context import ToolContext
 from openai import AsyncOpenAI
@@ -46,6 +52,7 @@ from examples.airline import model_server, tools
 from examples.airline.store import DEFAULT_DATA_DIR, DEFAULT_DSN, Store
 
 SOURCE = "tau-bench-airline"
+logger = logging.getLogger(__name__)
 # No traces: they would go to OpenAI's tracing service, which a replay has no key for.
 RUN_CONFIG = RunConfig(tracing_disabled=True)
 
@@ -169,6 +176,25 @@ def price(model: str, input_tokens: int, output_tokens: int) -> float:
     return model_server.cost_usd(input_tokens, output_tokens)
 
 
+class ProgressHooks(AgentOpsHooks):
+    """``AgentOpsHooks`` that also log each tool call of conversation ``label`` (``task 3/0``)
+    as it is asked for and as it is answered: a call with no answer yet waits at its gate."""
+
+    def __init__(self, handle: AsyncRunHandle, label: str) -> None:
+        super().__init__(handle, price=price)
+        self.label = label
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
+        logger.info("%s: calls %s", self.label, tool.name)
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        logger.info("%s: %s answered %.60r", self.label, tool.name, result)
+
+
 async def replay_one(
     client: AsyncClient,
     conversation: dict[str, Any],
@@ -188,7 +214,9 @@ async def replay_one(
         idempotency_key=f"{session}:{SOURCE}:{task_id}:{trial}",
     )
     found.run_id = handle.run_id
+    label = f"task {task_id}/{trial}"
     run = await client.get_run(handle.run_id)
+    logger.info("%s: run %s %s", label, handle.run_id, run.status)
     if not run.finished:
         world = f"{session}:{task_id}:{trial}"
         await asyncio.to_thread(store.create_world, world)
@@ -203,7 +231,7 @@ async def replay_one(
             tools=list(airline_tools(store, world, specs)),
         )
         governed = govern(agent, handle, error_when=tools.is_error)
-        hooks = AgentOpsHooks(handle, price=price)
+        hooks = ProgressHooks(handle, label)
         history: list[Any] = []
         for i, message in enumerate(traj):
             answered = any(m["role"] == "assistant" for m in traj[i + 1 : i + 2])
@@ -224,6 +252,14 @@ async def replay_one(
             found.mismatches.append((step.index, step.tool, str(step.result)[:200], output[:200]))
     if len(steps) != len(recorded_calls(traj)):
         found.mismatches.append((-1, "(count)", str(len(steps)), str(len(recorded_calls(traj)))))
+    logger.info(
+        "%s: run %s %s, %d tool calls, %d differing from the recording",
+        label,
+        found.run_id,
+        found.status,
+        found.calls,
+        len(found.mismatches),
+    )
     return found
 
 
@@ -261,6 +297,7 @@ async def replay(
     agentops at ``url`` as the user of ``token``; see the module docstring."""
     conversations = json.loads(Path(path).read_text())[:limit]
     session = session or uuid.uuid4().hex[:8]
+    logger.info("replaying %d conversations on %s (session %s)", len(conversations), url, session)
     server = None
     if not model_url:
         server, model_url = model_server.spawn(Path(path))
@@ -329,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--airline-db", default=DEFAULT_DSN, help="PostgreSQL for the airline")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
+    # The progress lines only, as they happen (a handler flushes each record): not the
+    # libraries' own INFO logs (httpx logs every request).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     report = asyncio.run(
         replay(
             args.file,

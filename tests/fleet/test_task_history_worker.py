@@ -14,6 +14,7 @@ from agentops import celery_app
 from agentops.actors import Actor
 from audit.models import AuditEvent
 from fleet.models import TaskRecord, TaskState
+from fleet.tasks import refresh_workers_report
 from projects.services import project_default
 from runs.control.create import run_create
 from tests.conftest import Worker
@@ -59,7 +60,9 @@ def test_a_run_s_tasks_are_recorded_with_their_run_and_project(fleet_worker, ope
     assert record.queue == "celery"
     assert record.started_at <= record.finished_at
     assert record.exception == ""
-    # The workers page asks the workers (celery inspect) and lists this one with the record.
+    # The workers' report (kept by the refresh task a worker runs: here run in place) lists
+    # this one, and the workers page shows it with the record.
+    refresh_workers_report()
     client.force_login(operator)
     html = client.get(reverse("fleet-workers")).content.decode()
     assert f'data-worker="{record.worker}"' in html

@@ -1,5 +1,5 @@
-"""The workers page: queue depths and oldest-message ages read from Redis, the workers that
-answered with their active tasks (another project's task shown without its arguments), and
+"""The workers page: queue depths and oldest-message ages read from Redis, the workers of the
+last report with their active tasks (another project's task shown without its arguments), and
 an unreachable broker said on the page."""
 
 import json
@@ -35,7 +35,7 @@ def queue(settings):
     client.close()
 
 
-def test_queues_workers_and_active_tasks(client, operator, queue, monkeypatch):
+def test_queues_workers_and_active_tasks(client, operator, queue):
     name, redis_client = queue
     now = time.time()
     for age in (125, 3):
@@ -55,7 +55,7 @@ def test_queues_workers_and_active_tasks(client, operator, queue, monkeypatch):
             {"id": "a2", "name": "runs.execute_step", "args": [their_step.pk], "kwargs": {}},
         ],
     )
-    monkeypatch.setattr(broker, "worker_states", lambda timeout: [worker])
+    broker.workers_report_keep(broker.WorkersReport([worker], time.time()))
     client.force_login(operator)
     html = client.get(reverse("fleet-workers")).content.decode()
     row = html[html.index(f'data-queue="{name}"') :]
@@ -71,13 +71,9 @@ def test_queues_workers_and_active_tasks(client, operator, queue, monkeypatch):
     assert "another project's" in html
 
 
-def test_an_unreachable_broker_is_said_on_the_page(client, operator, settings, monkeypatch):
+def test_an_unreachable_broker_is_said_on_the_page(client, operator, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
-
-    def no_workers(timeout):
-        raise OSError("connection refused")
-
-    monkeypatch.setattr(broker, "worker_states", no_workers)
+    broker.workers_report_keep(broker.WorkersReport([], time.time(), "connection refused"))
     client.force_login(operator)
     response = client.get(reverse("fleet-workers"))
     assert response.status_code == 200

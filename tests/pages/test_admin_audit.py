@@ -49,7 +49,7 @@ def test_adding_a_retention_policy_in_admin_is_audited(admin_client):
         {
             "name": "delete old",
             "enabled": "on",
-            "statuses": '["succeeded"]',
+            "statuses": ["succeeded"],
             "agent": "",
             "ttl_days": 30,
             "action": "delete",

@@ -1,0 +1,43 @@
+"""The workers page in a real browser follows the workers live: opened before any worker
+answered it says it asks them, and a worker that answers appears without a reload, through a
+real worker asking the others (the refresh task) and the page's poll of its live part."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import Browser, expect
+
+from tests.conftest import AsgiServer, Worker
+from tests.e2e.conftest import TIMEOUT_MS, logged_in_page
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def server(transactional_db, seeded, tmp_path) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+    """daphne, with a worker, both sharing this test's cache (the workers report is kept
+    there), the page refreshing every second."""
+    env: dict[str, str] = {
+        "AGENTOPS_CACHE_PREFIX": str(settings.CACHES["default"]["KEY_PREFIX"]),
+        "AGENTOPS_WORKERS_REFRESH_SECONDS": "1",
+    }
+    server = AsgiServer(tmp_path / "daphne.log", **env)
+    worker = Worker(tmp_path / "worker.log", concurrency=1, purge=False, **env)
+    yield server
+    worker.stop()
+    server.stop()
+
+
+def test_a_worker_appears_on_the_open_workers_page(server, operator, chromium: Browser):
+    page = logged_in_page(chromium, server.url, "olivia", "/workers/")
+    region = page.locator("[data-workers-live]")
+    page.evaluate("window.__noReload = 1")
+    # The worker's node name: the Worker's --hostname with %h expanded.
+    expect(page.locator("[data-worker^='test-']")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(region).not_to_have_attribute("data-updates", "0")
+    expect(page.locator("[data-report-age]")).to_be_visible()
+    assert page.evaluate("window.__noReload") == 1
+    page.context.close()
