@@ -42,6 +42,8 @@ RUNS_PER_PAGE = 50
 # all): the latest EVENTS_SHOWN in the page, the earlier ones loaded when the reader opens them.
 TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
+# A run's page shows the latest messages of its conversation (the API pages through all).
+MESSAGES_SHOWN = 100
 # Steps whose "Attempts" section opens with the run page, its attempts in it.
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
 _RUN_PROJECT = "SELECT project_id FROM runs_run WHERE id = %s"
@@ -215,6 +217,11 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         ),
         "tool_errors": sum(step.tool_error for step in steps),
         "fork_until": leading_succeeded,
+        "conversation": [
+            message.as_openai()
+            for message in selectors.messages_last(run_id=run.pk, last=MESSAGES_SHOWN)
+        ],
+        "messages_total": run.message_count,
         "events": latest[::-1],
         "events_total": latest[0].run_events if len(latest) == EVENTS_SHOWN else len(latest),
         "events_reachable": TIMELINE_EVENTS,
