@@ -17,7 +17,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
-from runs.models import Checkpoint, Run, Step, StepAttempt, ToolCall
+from runs.models import Checkpoint, Compaction, Message, Run, Step, StepAttempt, ToolCall
 
 # Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
 # a key records its answer for replay, by design).
@@ -27,6 +27,8 @@ MODELS: list[type[Model]] = [
     StepAttempt,
     Checkpoint,
     ToolCall,
+    Message,
+    Compaction,
     ApprovalRequest,
     ApprovalDecision,
     AuditEvent,

@@ -12,11 +12,11 @@ from django.utils import timezone
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from runs.control.conversation import run_messages_append
-from runs.selectors import run_conversation
 from runs.control.create import run_create, step_append
 from runs.control.lifecycle import run_cancel, run_complete
 from runs.models import ModelCall, RetentionPolicy, Run
 from runs.retention import retention_purge
+from runs.selectors import run_conversation
 from tests.api.conftest import run_url, token_client
 from testsupport.state import assert_unchanged
 

@@ -1,4 +1,4 @@
-"""Drop ``Run.conversation``: its messages are ``Message`` rows now (0020 moved them)."""
+"""Drop ``Run.conversation``: its messages are ``Message`` rows now (0021 moved them)."""
 
 from django.db import migrations
 
@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0020_messages_and_compactions'),
+        ('runs', '0021_conversations_to_rows'),
     ]
 
     operations = [
