@@ -242,12 +242,14 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     @messages.mapping.get
     def messages_read(self, request: Request, pk: uuid.UUID) -> Response:
-        """The last ``last`` messages (``runs.selectors.messages_last``: one indexed query),
-        of those before position ``before`` when given, and the run's message count."""
+        """The last ``last`` messages (``runs.selectors.messages_before``: one indexed
+        query), of those before position ``before`` when given, and the run's message count."""
         query = MessagesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         count = Run.objects.values_list("message_count", flat=True).get(pk=pk)
-        found = selectors.messages_last(run_id=pk, **query.validated_data)
+        before = query.validated_data["before"]
+        end = count if before is None else min(before, count)
+        found = selectors.messages_before(run_id=pk, end=end, last=query.validated_data["last"])
         page = {"messages": found, "message_count": count}
         return Response(MessagePageSerializer(page).data)
 

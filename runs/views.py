@@ -219,7 +219,9 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "fork_until": leading_succeeded,
         "conversation": [
             message.as_openai()
-            for message in selectors.messages_last(run_id=run.pk, last=MESSAGES_SHOWN)
+            for message in selectors.messages_before(
+                run_id=run.pk, end=run.message_count, last=MESSAGES_SHOWN
+            )
         ],
         "messages_total": run.message_count,
         "events": latest[::-1],

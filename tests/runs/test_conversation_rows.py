@@ -18,7 +18,7 @@ from runs.control.lifecycle import run_cancel
 from runs.models import Message, RetentionPolicy, Run
 from runs.models.conversation import estimate_tokens
 from runs.retention import retention_purge
-from runs.selectors import messages_last, run_conversation
+from runs.selectors import messages_before, run_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -124,10 +124,11 @@ def test_the_last_n_messages_are_one_query(client_run, actor, django_assert_num_
         actor=actor, run_id=client_run.pk, messages=[said(str(i)) for i in range(120)]
     )
     with django_assert_num_queries(1) as queries:
-        last = messages_last(run_id=client_run.pk, last=50)
+        last = messages_before(run_id=client_run.pk, end=120, last=50)
     assert [m.content for m in last] == [str(i) for i in range(70, 120)]
-    assert "ORDER BY" in queries.captured_queries[0]["sql"]
-    assert [m.content for m in messages_last(run_id=client_run.pk, last=3, before=70)] == [
+    # The range of positions, read from the (run, position) index.
+    assert '"runs_message"."position" >= 70' in queries.captured_queries[0]["sql"]
+    assert [m.content for m in messages_before(run_id=client_run.pk, end=70, last=3)] == [
         "67",
         "68",
         "69",
