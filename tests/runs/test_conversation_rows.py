@@ -157,3 +157,19 @@ def test_retention_deletes_and_redacts_conversations(actor):
     assert not Message.objects.filter(run_id__in=[deleted.pk, redacted.pk]).exists()
     assert Run.objects.get(pk=redacted.pk).message_count == 0
     assert run_conversation(run_id=kept.pk) == [said("kept")]
+
+
+def test_the_run_page_shows_the_latest_messages_of_a_long_conversation(
+    client_run, actor, client, operator
+):
+    run_messages_append(
+        actor=actor, run_id=client_run.pk, messages=[said(f"line {i}.") for i in range(150)]
+    )
+    client.force_login(operator)
+    response = client.get(f"/runs/{client_run.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "The last 100 of 150 messages." in html
+    assert "line 149." in html
+    assert "line 50." in html
+    assert "line 49." not in html
