@@ -239,7 +239,7 @@ class RunSerializer(_RunFieldsSerializer):
         return [message.as_openai() for message in run.messages.all()]
 
 
-class MessageSerializer(serializers.ModelSerializer[Message]):
+class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):
     """One message of a run's conversation: its ``position`` (0-based, in the order
     appended), ``message`` as appended (OpenAI chat format), ``tokens`` (estimated, tokens),
     ``step_index`` (the run's last step when it was appended; null: none yet)."""
@@ -266,7 +266,7 @@ class MessagesQuerySerializer(serializers.Serializer):
     )
 
 
-class MessagePageSerializer(serializers.Serializer):
+class MessagePageSerializer(FieldsBuiltOnce, serializers.Serializer):
     """Up to ``last`` messages of a run, oldest first, and ``message_count``: how many the
     run has in all."""
 
