@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Sum
 from django.utils.module_loading import import_string
 
@@ -45,6 +46,23 @@ def compact_run_on_commit(run_id: uuid.UUID) -> None:
     """Have a worker compact run ``run_id`` (``run_compact_over_threshold``) once the
     transaction commits."""
     wakeups.compact_run_on_commit(run_id)
+
+
+def load_summarizer() -> Any:
+    """The server's summarizer: the callable ``AGENTOPS_SUMMARIZER`` names by dotted path
+    (``runs.summarizers``); checked at start-up too (``RunsConfig.ready``).
+
+    Raises:
+        ImproperlyConfigured: the path names nothing importable, or nothing callable.
+    """
+    path: str = settings.AGENTOPS_SUMMARIZER
+    try:
+        summarizer = import_string(path)
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"AGENTOPS_SUMMARIZER {path!r}: {exc}") from exc
+    if not callable(summarizer):
+        raise ImproperlyConfigured(f"AGENTOPS_SUMMARIZER {path!r} is not callable")
+    return summarizer
 
 
 def _position(value: Any, field: str) -> int:
@@ -184,7 +202,7 @@ def run_compact(
 
 def _compact_by_summarizer(*, actor: Actor, run_id: uuid.UUID, trigger: str) -> Compaction:
     path: str = settings.AGENTOPS_SUMMARIZER
-    summarizer = import_string(path)
+    summarizer = load_summarizer()
     Run.objects.filter(pk=run_id).values_list("pk").get()
     # Outside any transaction: the summarizer may take its time. What it planned is checked
     # again under the run's lock, against the context as it is then.

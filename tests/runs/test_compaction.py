@@ -5,11 +5,12 @@ kept, and a fork from before it gets them back (``runs.control.compaction``)."""
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.models import AuditEvent
-from runs.control.compaction import run_compact
+from runs.control.compaction import load_summarizer, run_compact
 from runs.control.conversation import run_messages_append
 from runs.control.create import run_create, step_append
 from runs.control.fork import run_fork
@@ -210,3 +211,12 @@ def test_a_summarizer_hook_from_settings_is_used(talked, actor, settings):
 def summarize_all_but_the_last(entries):  # type: ignore[no-untyped-def]
     """A summarizer hook (no ``version``): everything but the last entry."""
     return Summary(entries[0].first, entries[-2].last, "everything but the last")
+
+
+@pytest.mark.parametrize(
+    "path", ["runs.summarizers.nothing_here", "runs.control.compaction.CLIENT"]
+)
+def test_a_summarizer_setting_naming_no_callable_is_a_configuration_error(settings, path):
+    settings.AGENTOPS_SUMMARIZER = path
+    with pytest.raises(ImproperlyConfigured, match="AGENTOPS_SUMMARIZER"):
+        load_summarizer()
