@@ -380,6 +380,13 @@ AGENTOPS_DEFAULT_MAX_ATTEMPTS = env_int("AGENTOPS_DEFAULT_MAX_ATTEMPTS", 3, mini
 AGENTOPS_RETRY_BASE_SECONDS = env_int("AGENTOPS_RETRY_BASE_SECONDS", 2, minimum=0)
 AGENTOPS_RETRY_MAX_SECONDS = env_int("AGENTOPS_RETRY_MAX_SECONDS", 300, minimum=0)
 AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimum=1)
+# Compaction (runs.control.compaction): a run whose active context passes this many tokens
+# (estimated: runs.models.conversation.estimate_tokens; 0: never) is compacted by the
+# summarizer named here (a dotted path, runs.summarizers), whose default keeps the first
+# message and the last AGENTOPS_CONTEXT_KEEP_LAST. 100,000: most of a 128k-token window.
+AGENTOPS_CONTEXT_TOKEN_THRESHOLD = env_int("AGENTOPS_CONTEXT_TOKEN_THRESHOLD", 100_000, minimum=0)
+AGENTOPS_CONTEXT_KEEP_LAST = env_int("AGENTOPS_CONTEXT_KEEP_LAST", 20, minimum=0)
+AGENTOPS_SUMMARIZER = env_str("AGENTOPS_SUMMARIZER", "runs.summarizers.keep_first_and_last")
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)

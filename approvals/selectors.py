@@ -29,12 +29,11 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
 
 
 # What the inbox's cards never show of a request's run and step, left unread: JSON documents
-# (a run's conversation and state can be large) the card's context section loads when opened
+# (a run's state can be large) the card's context section loads when opened
 # (``approval_context``).
 _INBOX_UNREAD = (
     "run__input",
     "run__state",
-    "run__conversation",
     "run__error",
     "step__args_schema",
     "step__budget_crossing",

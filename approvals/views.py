@@ -28,7 +28,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, 
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import CLIENT_DRIVEN
-from runs.selectors import conversation_before_call
+from runs.selectors import conversation_before_call, run_conversation
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
@@ -212,7 +212,9 @@ def approval_context(request: HttpRequest, approval_id: int) -> HttpResponse:
     context = {
         "run": approval.run,
         "step": approval.step,
-        "conversation": conversation_before_call(approval.run, approval.step),
+        "conversation": conversation_before_call(
+            approval.run, approval.step, run_conversation(run_id=approval.run_id)
+        ),
         "earlier_steps": earlier.get(approval.pk, []),
     }
     return render(request, "approvals/_card_context.html", context)

@@ -495,11 +495,11 @@ def bench_users() -> dict[str, Any]:
 
 
 _LOAD_RUNS = """
-INSERT INTO runs_run (id, project_id, goal, agent, input, metadata, state, conversation, status,
+INSERT INTO runs_run (id, project_id, goal, agent, input, metadata, state, status,
     gate, version, client_done, step_limit, on_budget_exceeded, budget_grants, usage_tokens,
     cost_usd, duration_ms, created_at, updated_at, started_at, finished_at)
 SELECT md5(%(tag)s || g)::uuid, %(project)s, 'bench run ' || g, 'plan', '{}', %(metadata)s,
-    '{}', '[]',
+    '{}',
     %(status)s, '', 1, false, 500, 'fail', 0, 0, 0, 0,
     %(at)s - (%(runs)s - g) * interval '1 second', %(at)s, %(at)s, %(finished)s
 FROM generate_series(1, %(runs)s) AS g

@@ -51,6 +51,7 @@ BENCHMARKS = [
     "pages",
     "retention",
     "gateway",
+    "conversation",
 ]
 
 

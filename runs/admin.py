@@ -101,7 +101,7 @@ class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                 ]
             },
         ),
-        ("Data", {"fields": ["input", "metadata", "state", "conversation"]}),
+        ("Data", {"fields": ["input", "metadata", "state", "message_count", "context_tokens"]}),
         ("Limits", {"fields": ["step_limit", "deadline", "client_done", "version"]}),
         ("Usage", {"fields": ["usage_tokens", "cost_usd", "duration_ms"]}),
         ("Times", {"fields": ["created_at", "updated_at", "started_at", "finished_at"]}),

@@ -28,7 +28,7 @@ from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.control import conversation, create, fork, lifecycle, settle, state
+from runs.control import compaction, conversation, create, fork, lifecycle, settle, state
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
@@ -37,12 +37,17 @@ from runs.serializers import (
     AgentStateSerializer,
     AppendStepSerializer,
     CancelRunSerializer,
+    CompactionSerializer,
+    CompactSerializer,
+    ContextSerializer,
     CreateRunSerializer,
     EmptySerializer,
     EventPageSerializer,
     EventQuerySerializer,
     ForkRunSerializer,
+    MessagePageSerializer,
     MessagesInputSerializer,
+    MessagesQuerySerializer,
     RunListSerializer,
     RunSerializer,
     RunTotalsSerializer,
@@ -104,9 +109,9 @@ class RunViewSet(viewsets.GenericViewSet):
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
     agent's state (PUT, PATCH ``state/``) needs ``If-Match`` instead.
     Permissions: create and fork ``runs.add_run``; read (the agent's state too)
-    ``runs.view_run``; append steps, report client steps' results, append messages, write the
-    agent's state and complete ``runs.drive_run``; cancel ``runs.cancel_run``; resume and
-    settle an unknown outcome ``runs.resume_run``.
+    ``runs.view_run``; append steps, report client steps' results, append messages, compact,
+    write the agent's state and complete ``runs.drive_run``; cancel ``runs.cancel_run``;
+    resume and settle an unknown outcome ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -122,6 +127,9 @@ class RunViewSet(viewsets.GenericViewSet):
         "step": ("runs.view_run",),
         "step_result": ("runs.drive_run",),
         "messages": ("runs.drive_run",),
+        "messages_read": ("runs.view_run",),
+        "context": ("runs.view_run",),
+        "compact": ("runs.drive_run",),
         "complete": ("runs.drive_run",),
         "cancel": ("runs.cancel_run",),
         "step_settle": ("runs.resume_run",),
@@ -271,6 +279,51 @@ class RunViewSet(viewsets.GenericViewSet):
         # Read again: the row as committed (a protected status cannot be refreshed in place).
         totals = Run.objects.select_related("requested_by").get(pk=run.pk)
         return Response(RunTotalsSerializer(totals).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="The run's latest messages, oldest first (page back with before).",
+        parameters=[MessagesQuerySerializer],
+        responses={200: MessagePageSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+    )
+    @messages.mapping.get
+    def messages_read(self, request: Request, pk: uuid.UUID) -> Response:
+        """The last ``last`` messages (``runs.selectors.messages_before``: one indexed
+        query), of those before position ``before`` when given, and the run's message count."""
+        query = MessagesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        count = Run.objects.values_list("message_count", flat=True).get(pk=pk)
+        before = query.validated_data["before"]
+        end = count if before is None else min(before, count)
+        found = selectors.messages_before(run_id=pk, end=end, last=query.validated_data["last"])
+        page = {"messages": found, "message_count": count}
+        return Response(MessagePageSerializer(page).data)
+
+    @extend_schema(
+        summary="The run's active context: what its model is to be sent, with its tokens.",
+        responses={200: ContextSerializer, 404: _NOT_FOUND},
+    )
+    @action(detail=True, methods=["get"])
+    def context(self, request: Request, pk: uuid.UUID) -> Response:
+        """The active context (``runs.selectors.active_context``): messages no compaction
+        replaced, each active compaction's summary in their place, and the tokens in all."""
+        return Response(ContextSerializer(selectors.active_context(run_id=pk)).data)
+
+    @extend_schema(
+        summary="Replace older messages in the run's active context by a summary.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=CompactSerializer,
+        responses={201: CompactionSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def compact(self, request: Request, pk: uuid.UUID) -> Response:
+        """Compact (``runs.control.compaction.run_compact``): the client's ``summary`` of
+        messages ``first`` to ``last``, or none and the server's summarizer chooses; the
+        messages are kept."""
+        body = CompactSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        made = compaction.run_compact(actor=actor_for(request), run_id=pk, **body.validated_data)
+        return Response(CompactionSerializer(made).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         summary="A client run appends no more steps; it succeeds once they are done.",

@@ -26,6 +26,8 @@ from audit.selectors import audit_chains_expired
 from audit.services import audit_purge_chains, audit_record, audited_atomic
 from runs.models import (
     Checkpoint,
+    Compaction,
+    Message,
     RetentionAction,
     RetentionPolicy,
     Run,
@@ -201,6 +203,8 @@ def _delete_runs(
             dependent.delete_for_runs(run_ids)
         cursor.execute("DELETE FROM runs_modelcall WHERE run_id = ANY(%s)", [run_ids])
         cursor.execute("DELETE FROM runs_stateversion WHERE run_id = ANY(%s)", [run_ids])
+        cursor.execute("DELETE FROM runs_compaction WHERE run_id = ANY(%s)", [run_ids])
+        cursor.execute("DELETE FROM runs_message WHERE run_id = ANY(%s)", [run_ids])
         # Forks of these runs outlive them (Run.forked_from is SET_NULL, which Django, not the
         # database, would do).
         cursor.execute(
@@ -221,8 +225,14 @@ def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) ->
             .values_list("pk", flat=True)
         )
         Run.objects.filter(pk__in=run_ids).update(
-            input={}, state={}, conversation=[], metadata={"redacted_at": now.isoformat()}
+            input={},
+            state={},
+            message_count=0,
+            context_tokens=0,
+            metadata={"redacted_at": now.isoformat()},
         )
+        Message.objects.filter(run_id__in=run_ids).delete()
+        Compaction.objects.filter(run_id__in=run_ids).delete()
         Step.objects.filter(run_id__in=run_ids).update(
             args={}, result=None, recorded_result=None, rationale="", error=None
         )

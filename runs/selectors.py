@@ -20,6 +20,8 @@ from agentops.statuses import StatusInfo
 from runs.models import (
     STATE_SCHEMA_VERSION,
     AgentKind,
+    Compaction,
+    Message,
     Run,
     StateVersion,
     Step,
@@ -55,22 +57,124 @@ def steps_with_details() -> QuerySet[Step]:
 
 
 def run_detail_queryset() -> QuerySet[Run]:
-    """Runs with their steps (see ``steps_with_details``) prefetched, for detail views."""
+    """Runs with their steps (see ``steps_with_details``) and messages (in position order)
+    prefetched, for detail views."""
     return Run.objects.select_related("project", "requested_by").prefetch_related(
-        Prefetch("steps", queryset=steps_with_details())
+        Prefetch("steps", queryset=steps_with_details()),
+        Prefetch("messages", queryset=Message.objects.order_by("position")),
     )
 
 
-def run_as_created(run: Run, steps: list[Step]) -> Run:
+def last_step_index(run_id: uuid.UUID | str) -> int | None:
+    """The index of run ``run_id``'s last step (None: it has none), one read of the steps'
+    unique (run, index) index."""
+    found = Step.objects.filter(run_id=run_id).order_by("-index").values_list("index")[:1]
+    return found[0][0] if found else None
+
+
+def run_conversation(*, run_id: uuid.UUID | str) -> list[dict[str, Any]]:
+    """Every message of run ``run_id`` in position order, in OpenAI chat format, in one
+    query."""
+    messages = Message.objects.filter(run_id=run_id).order_by("position")
+    return [message.as_openai() for message in messages]
+
+
+def messages_before(*, run_id: uuid.UUID | str, end: int, last: int) -> list[Message]:
+    """The last ``last`` messages of run ``run_id`` before position ``end`` (at most), oldest
+    first, in one query. A run's positions are 0 to ``message_count - 1`` without gaps, so
+    the query names the range of positions, ``end - last`` to ``end - 1``: PostgreSQL reads
+    those entries of the (run, position) index and no others, whatever the conversation's
+    length and whatever its statistics say (``ORDER BY position DESC LIMIT`` was planned as a
+    read of the run's every message and a sort while the table's statistics lagged: 3 ms for
+    the last 50 of 10,000, benchmarks/README.md, "conversation")."""
+    window = Message.objects.filter(
+        run_id=run_id, position__gte=max(0, end - last), position__lt=end
+    )
+    return list(window.order_by("position"))
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    """One entry of a run's active context: a message (``first`` = ``last`` = its position)
+    or a compaction's summary standing for messages ``first``..``last``; ``message`` in
+    OpenAI chat format (a summary is ``{"role": "system", "content": summary}``), ``tokens``
+    its estimated size (tokens) and ``compaction`` the compaction's id (None: a message)."""
+
+    first: int
+    last: int
+    message: dict[str, Any]
+    tokens: int
+    compaction: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveContext:
+    """What a run's model sees now: ``entries`` in position order, their ``tokens`` in all
+    (tokens) and the active ``compactions`` (oldest first)."""
+
+    entries: list[ContextEntry]
+    tokens: int
+    compactions: list[Compaction]
+
+
+def active_compactions(compactions: Iterable[Compaction]) -> list[Compaction]:
+    """The compactions among ``compactions`` (one run's) no later one covers: a later
+    compaction whose range holds an earlier one's replaces it (``runs.control.compaction``
+    never lets two ranges overlap otherwise). In position order."""
+    made = sorted(compactions, key=lambda c: c.pk)
+    active = [
+        c
+        for i, c in enumerate(made)
+        if not any(later.first <= c.first and c.last <= later.last for later in made[i + 1 :])
+    ]
+    return sorted(active, key=lambda c: c.first)
+
+
+def uncovered(compactions: Iterable[Compaction]) -> Q:
+    """The condition "a message is not replaced by one of ``compactions``" on ``Message``."""
+    condition = Q()
+    for c in compactions:
+        condition &= ~Q(position__range=(c.first, c.last))
+    return condition
+
+
+def active_context(*, run_id: uuid.UUID | str) -> ActiveContext:
+    """Run ``run_id``'s active context: its messages that no active compaction replaced and,
+    in their place, the compactions' summaries; two queries (compactions, messages).
+
+    A run with many messages and no compaction reads them all: the context is what its model
+    is sent, and compaction is what keeps it short.
+    """
+    compactions = active_compactions(Compaction.objects.filter(run_id=run_id))
+    messages = Message.objects.filter(run_id=run_id).filter(uncovered(compactions))
+    entries = [
+        ContextEntry(m.position, m.position, m.as_openai(), m.tokens)
+        for m in messages.order_by("position")
+    ]
+    entries += [
+        ContextEntry(
+            c.first, c.last, {"role": "system", "content": c.summary}, c.summary_tokens, c.pk
+        )
+        for c in compactions
+    ]
+    entries.sort(key=lambda entry: entry.first)
+    return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
+
+
+def run_as_created(run: Run, steps: list[Step], messages: list[Message]) -> Run:
     """``run`` loaded as ``run_get`` loads it, from what creating it made in this process: its
-    new ``steps`` (pending: no approval request, no attempt yet), without reading anything
-    back. Returns ``run``, whose ``steps`` then answer from memory."""
+    new ``steps`` (pending: no approval request, no attempt yet) and ``messages``, without
+    reading anything back. Returns ``run``, whose ``steps`` and ``messages`` then answer from
+    memory."""
     for step in steps:
         # What select_related and prefetch_related would have found: nothing yet.
         step._state.fields_cache["approval"] = None
         attempts = _loaded(StepAttempt.objects.none(), [])
         step._prefetched_objects_cache = {"attempt_set": attempts}  # type: ignore[attr-defined]
-    run._prefetched_objects_cache = {"steps": _loaded(run.steps.all(), steps)}  # type: ignore[attr-defined]
+    run._prefetched_objects_cache = {  # type: ignore[attr-defined]
+        "steps": _loaded(run.steps.all(), steps),
+        "messages": _loaded(run.messages.all(), messages),
+    }
     return run
 
 
@@ -165,9 +269,12 @@ def step_counts(*, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int, 
     return {row["run_id"]: (row["total"], row["done"], row["tool_errors"]) for row in rows}
 
 
-def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:
-    """The messages of ``run.conversation`` a reviewer of ``step`` should read: those up to
-    and including the assistant message that made the step's tool call, none after it.
+def conversation_before_call(
+    run: Run, step: Step, conversation: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The messages of ``conversation`` (run ``run``'s, in chat format: ``run_conversation``)
+    a reviewer of ``step`` should read: those up to and including the assistant message that
+    made the step's tool call, none after it.
 
     A transcript run's conversation keeps each message's ``position`` in the recording and its
     ``input`` the position of each step's call (``call_positions``; runs created before it was
@@ -177,7 +284,6 @@ def conversation_before_call(run: Run, step: Step) -> list[dict[str, Any]]:
     no known place (a plan run, a call the client did not report) gets the whole conversation,
     which then holds nothing recorded after the call.
     """
-    conversation = run.conversation or []
     if run.agent == AgentKind.TRANSCRIPT:
         calls = run.input.get("call_positions") or []
         if step.index < len(calls) and isinstance(calls[step.index], int):

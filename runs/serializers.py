@@ -17,11 +17,21 @@ from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
+from runs.control.compaction import MAX_SUMMARY_CHARS
 from runs.control.conversation import MAX_MESSAGES
 from runs.control.lifecycle import MAX_REASON
 from runs.control.state import MAX_RATIONALE
-from runs.models import AgentKind, Executor, OnBudgetExceeded, Run, Step, StepAttempt
-from runs.selectors import STEP_SUMMARY_FIELDS
+from runs.models import (
+    AgentKind,
+    Compaction,
+    Executor,
+    Message,
+    OnBudgetExceeded,
+    Run,
+    Step,
+    StepAttempt,
+)
+from runs.selectors import STEP_SUMMARY_FIELDS, ActiveContext
 from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
 
@@ -208,19 +218,112 @@ class RunListSerializer(_RunFieldsSerializer):
 
 
 class RunSerializer(_RunFieldsSerializer):
-    """A run with its conversation, working ``state`` and every step in full.
+    """A run with its conversation (every message in OpenAI chat format, oldest first; a long
+    one is better read in pages: ``GET /api/v1/runs/{id}/messages/``), working ``state`` and
+    every step in full.
 
     Usage totals: ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms in tools).
-    Expects the run loaded by ``runs.selectors.run_get`` (steps, approvals, attempts
-    prefetched).
+    Expects the run loaded by ``runs.selectors.run_get`` (steps, approvals, attempts and
+    messages prefetched).
     """
 
+    conversation = serializers.SerializerMethodField()
     steps = StepSerializer(many=True, read_only=True)
 
     class Meta:
         model = Run
-        fields = [*_RUN_FIELDS, "conversation", "state", "steps"]
+        fields = [*_RUN_FIELDS, "conversation", "message_count", "context_tokens", "state", "steps"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_conversation(self, run: Run) -> list[dict[str, Any]]:
+        return [message.as_openai() for message in run.messages.all()]
+
+
+class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):
+    """One message of a run's conversation: its ``position`` (0-based, in the order
+    appended), ``message`` as appended (OpenAI chat format), ``tokens`` (estimated, tokens),
+    ``step_index`` (the run's last step when it was appended; null: none yet)."""
+
+    message = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Message
+        fields = ["position", "message", "tokens", "step_index", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField())
+    def get_message(self, message: Message) -> dict[str, Any]:
+        return message.as_openai()
+
+
+class MessagesQuerySerializer(serializers.Serializer):
+    """``?last=`` (1-1000, default 50): how many messages, the newest; ``?before=`` (a
+    position): only messages before it, to page back (pass the first position received)."""
+
+    last = serializers.IntegerField(required=False, default=50, min_value=1, max_value=1000)
+    before = serializers.IntegerField(
+        required=False, default=None, min_value=0, max_value=2**31 - 1
+    )
+
+
+class MessagePageSerializer(FieldsBuiltOnce, serializers.Serializer):
+    """Up to ``last`` messages of a run, oldest first, and ``message_count``: how many the
+    run has in all."""
+
+    messages = MessageSerializer(many=True)
+    message_count = serializers.IntegerField()
+
+
+class CompactionSerializer(serializers.ModelSerializer[Compaction]):
+    """A compaction: messages ``first`` to ``last`` (positions, inclusive) replaced in the
+    active context by ``summary``; ``tokens_before`` and ``tokens_after`` (tokens) the
+    context's size around it; ``summarizer`` ``client`` or the server summarizer's dotted
+    path, and its ``summarizer_version``; ``actor`` who asked (a name)."""
+
+    class Meta:
+        model = Compaction
+        fields = [
+            "id",
+            "first",
+            "last",
+            "summary",
+            "summary_tokens",
+            "tokens_before",
+            "tokens_after",
+            "summarizer",
+            "summarizer_version",
+            "step_index",
+            "actor",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class CompactSerializer(StrictSerializer):
+    """``POST /api/v1/runs/{id}/compact/``: ``summary`` with the positions ``first`` and
+    ``last`` it stands for (the client summarized), or nothing: the server's summarizer
+    chooses the range and writes the summary."""
+
+    summary = serializers.CharField(
+        required=False, max_length=MAX_SUMMARY_CHARS, trim_whitespace=False
+    )
+    first = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    last = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+
+class ContextSerializer(serializers.Serializer):
+    """A run's active context: ``messages`` as its model is to be sent them (OpenAI chat
+    format; each compaction's summary in place of the messages it replaced, as a ``system``
+    message), their ``tokens`` in all (estimated, tokens) and the active ``compactions``."""
+
+    messages = serializers.SerializerMethodField()
+    tokens = serializers.IntegerField()
+    compactions = CompactionSerializer(many=True)
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_messages(self, context: ActiveContext) -> list[dict[str, Any]]:
+        return [entry.message for entry in context.entries]
 
 
 class StepInputSerializer(StrictSerializer):

@@ -25,6 +25,7 @@ from agentops.actors import Actor
 from agentops.celery import send_or_drop
 from agentops.errors import Conflict
 from runs import purges, recovery
+from runs.control import compaction
 from runs.executor import entry
 from runs.executor.call import runaway_tool_threads
 from runs.tools import all_tools
@@ -133,6 +134,14 @@ def retry_step(step_id: int) -> None:
         entry.step_execute(step_id=step_id, actor=actor)
 
 
+@shared_task(name="runs.compact_run", base=DatabaseTask)
+def compact_run(run_id: str) -> None:
+    """Compact the run ``run_id`` (UUID text) if its context is still past the threshold."""
+    compaction.run_compact_over_threshold(
+        actor=Actor.system("compaction"), run_id=uuid.UUID(run_id)
+    )
+
+
 @shared_task(name="runs.sweep", base=DatabaseTask)
 def sweep() -> dict[str, int]:
     """Periodic recovery of lost wake-ups, expired approvals and runs past deadline."""
@@ -173,3 +182,6 @@ class CeleryWakeups:
 
     def retry_step(self, step_id: int, delay: float) -> None:
         send_or_drop(retry_step, (step_id,), countdown=delay)
+
+    def compact_run(self, run_id: uuid.UUID) -> None:
+        send_or_drop(compact_run, (str(run_id),))

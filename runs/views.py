@@ -44,6 +44,8 @@ TIMELINE_EVENTS = 200
 EVENTS_SHOWN = 50
 # The rows of a state diff a fragment shows (the rest are counted): agent data may be huge.
 DIFF_ROWS_SHOWN = 200
+# A run's page shows the latest messages of its conversation (the API pages through all).
+MESSAGES_SHOWN = 100
 # Steps whose "Attempts" section opens with the run page, its attempts in it.
 _RETRIED = frozenset({StepStatus.FAILED, StepStatus.WAITING_RETRY})
 # The latest versions of a run's agent state its page lists (each one's diff loaded when
@@ -249,6 +251,13 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         ),
         "tool_errors": sum(step.tool_error for step in steps),
         "fork_until": leading_succeeded,
+        "conversation": [
+            message.as_openai()
+            for message in selectors.messages_before(
+                run_id=run.pk, end=run.message_count, last=MESSAGES_SHOWN
+            )
+        ],
+        "messages_total": run.message_count,
         "events": latest[::-1],
         "events_total": latest[0].run_events if len(latest) == EVENTS_SHOWN else len(latest),
         "events_reachable": TIMELINE_EVENTS,

@@ -29,6 +29,9 @@ class Wakeups(Protocol):
     def retry_step(self, step_id: int, delay: float) -> None:
         """Queue the step ``step_id``, waiting to retry, after ``delay`` seconds."""
 
+    def compact_run(self, run_id: uuid.UUID) -> None:
+        """Compact the run ``run_id``'s context if it is still past the token threshold."""
+
 
 _installed: list[Wakeups] = []
 
@@ -57,3 +60,8 @@ def advance_run_on_commit(run_id: uuid.UUID) -> None:
 def retry_step_on_commit(step_id: int, delay: float) -> None:
     """Send ``retry_step(step_id)``, due in ``delay`` seconds, once the transaction commits."""
     transaction.on_commit(lambda: _sender().retry_step(step_id, delay), robust=True)
+
+
+def compact_run_on_commit(run_id: uuid.UUID) -> None:
+    """Send ``compact_run(run_id)`` to the workers once the transaction commits."""
+    transaction.on_commit(lambda: _sender().compact_run(run_id), robust=True)

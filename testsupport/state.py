@@ -17,7 +17,16 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
-from runs.models import Checkpoint, Run, StateVersion, Step, StepAttempt, ToolCall
+from runs.models import (
+    Checkpoint,
+    Compaction,
+    Message,
+    Run,
+    StateVersion,
+    Step,
+    StepAttempt,
+    ToolCall,
+)
 
 # Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
 # a key records its answer for replay, by design).
@@ -28,6 +37,8 @@ MODELS: list[type[Model]] = [
     Checkpoint,
     StateVersion,
     ToolCall,
+    Message,
+    Compaction,
     ApprovalRequest,
     ApprovalDecision,
     AuditEvent,

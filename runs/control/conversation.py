@@ -1,5 +1,6 @@
-"""A client run's model turns: the conversation messages its client reports, and the usage of
-each model call (tokens, cost, latency), added to the run's totals."""
+"""A client run's model turns: the conversation messages its client reports (``Message`` rows,
+one INSERT per turn), and the usage of each model call (tokens, cost, latency), added to the
+run's totals."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
+from runs.control.compaction import compact_run_on_commit, context_over_threshold
 from runs.executor.limits import budget_stops_run_locked
-from runs.models import CLIENT_DRIVEN, ModelCall, Run
+from runs.models import CLIENT_DRIVEN, Message, ModelCall, Run
+from runs.models.conversation import estimate_tokens
+from runs.selectors import last_step_index
 from runs.transitions import lock_run, record_event, save_run
 
 # OpenAI chat-format roles and message keys a run keeps.
@@ -124,14 +128,47 @@ def add_usage_locked(run: Run, usage: Usage) -> None:
     run.cost_usd = Decimal(run.cost_usd) + usage.cost_usd
 
 
+def message_rows(
+    run: Run, messages: list[dict[str, Any]], *, step_index: int | None
+) -> list[Message]:
+    """Unsaved ``Message`` rows of checked chat-format ``messages`` for ``run``, at its next
+    positions (``Run.message_count`` onwards), with their estimated tokens and
+    ``step_index`` (the run's last step index, None before its first step)."""
+    return [
+        Message.from_openai(
+            message,
+            run=run,
+            position=run.message_count + offset,
+            tokens=estimate_tokens(message),
+            step_index=step_index,
+        )
+        for offset, message in enumerate(messages)
+    ]
+
+
+def messages_insert_locked(run: Run, messages: list[dict[str, Any]]) -> list[Message]:
+    """Append checked chat-format ``messages`` to a locked run (``message_rows``) in one
+    INSERT; the run's ``message_count`` and ``context_tokens`` grow (the caller saves the
+    run). What it costs does not depend on the conversation's length: the next position is
+    the run's counter, read under its lock, not the end of a list."""
+    added = message_rows(run, messages, step_index=last_step_index(run.pk))
+    rows.insert(added, returning=False)
+    run.message_count += len(added)
+    run.context_tokens += sum(message.tokens for message in added)
+    return added
+
+
 def run_messages_append(
     *, actor: Actor, run_id: uuid.UUID, messages: Any, usage: Any = None
 ) -> Run:
     """Append a client's model turn to its run: ``messages`` (OpenAI chat format) go to the end
-    of the conversation, and ``usage`` (``parse_usage``), when given, is recorded as a
-    ``ModelCall`` and added to the run's token and cost totals. One audit event,
-    ``run.messages_appended``, with the count and the usage. Totals that cross the run's
-    budget fail it when its budget policy is to fail (``runs.executor.limits``).
+    of the conversation (``messages_insert_locked``), and ``usage`` (``parse_usage``), when
+    given, is recorded as a ``ModelCall`` and added to the run's token and cost totals. One
+    audit event, ``run.messages_appended``, with the count, the first new position, their
+    estimated tokens and the usage. Totals that cross the run's budget fail it when its
+    budget policy is to fail (``runs.executor.limits``). An active context past
+    ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens is compacted after commit
+    (``runs.control.compaction``).
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -148,10 +185,8 @@ def run_messages_append(
             raise Conflict(f"run is {run.status}: no more messages can be appended")
         if run.client_done:
             raise Conflict("the client already completed this run")
-        first = len(run.conversation)
-        run.conversation = [*run.conversation, *checked]
-        # The conversation is not among the fields every transition writes: written here.
-        rows.update_where(Run, {"conversation": run.conversation}, {"pk": run.pk})
+        first = run.message_count
+        added = messages_insert_locked(run, checked)
         if reported is not None:
             add_usage_locked(run, reported)
             rows.insert(
@@ -174,7 +209,11 @@ def run_messages_append(
             run,
             "messages_appended",
             messages=len(checked),
+            first_position=first,
+            tokens=sum(message.tokens for message in added),
             usage=reported.as_json() if reported is not None else None,
         )
         budget_stops_run_locked(run, actor)
+        if context_over_threshold(run):
+            compact_run_on_commit(run.pk)
     return run

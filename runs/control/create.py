@@ -18,7 +18,7 @@ from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
-from runs.control.conversation import add_usage_locked, parse_usage
+from runs.control.conversation import add_usage_locked, message_rows, parse_usage
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
@@ -187,24 +187,28 @@ def run_create(
             f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
         )
     with audited_atomic():
-        run = Run.objects.create(
+        run = Run(
             project_id=project.pk if project else default_project_id(),
             goal=goal,
             agent=agent,
             input=prepared.input,
             metadata=metadata,
-            conversation=prepared.conversation,
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
             **limits,
         )
+        messages = message_rows(run, prepared.conversation, step_index=None)
+        run.message_count = len(messages)
+        run.context_tokens = sum(message.tokens for message in messages)
+        run.save(force_insert=True)
+        rows.insert(messages, returning=False)
         record_transition(actor, run, "", agent=agent, goal=goal)
         steps = create_steps(run, prepared.steps, first_index=0, actor=actor)
         advance_run_on_commit(run.pk)
     if project is not None:
         run.project = project
-    return run_as_created(run, steps)
+    return run_as_created(run, steps, messages)
 
 
 def step_append(

@@ -5,14 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db.models import Q
+
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.agents import StepSpec
 from runs.control.create import create_steps
-from runs.models import CLIENT_DRIVEN, Checkpoint, Run, StateVersion, Step
-from runs.selectors import AgentState, agent_state_get
+from runs.models import CLIENT_DRIVEN, Checkpoint, Compaction, Message, Run, StateVersion, Step
+from runs.selectors import AgentState, active_compactions, agent_state_get
 from runs.statuses import StepStatus
 from runs.tools import get_tool
 from runs.transitions import record_transition
@@ -79,6 +81,11 @@ def run_fork(
     source's (default: ``fork_state_version``, what the agent knew before it came to step
     ``from_index``): the new run's version 0, stored with operation ``fork``.
 
+    The new run's conversation is the source's messages appended before step ``from_index``
+    existed (``Message.step_index``), copied as they are, and the compactions of them made
+    before then: forking from before a compaction gets the original messages back in the
+    active context.
+
     Raises:
         Run.DoesNotExist: unknown run.
         InvalidInput: ``from_index`` out of range or past a step that did not succeed;
@@ -109,6 +116,11 @@ def run_fork(
             raise InvalidInput(f"args: {reason}", field="args")
     agent_state = _fork_state(source, from_index, state_version)
     checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
+    before_step = Q(step_index__isnull=True) | Q(step_index__lt=from_index)
+    messages = list(source.messages.filter(before_step).order_by("position"))
+    compactions = list(
+        source.compactions.filter(before_step, last__lt=len(messages)).order_by("id")
+    )
     with audited_atomic():
         run = Run.objects.create(
             project_id=source.project_id,
@@ -121,7 +133,8 @@ def run_fork(
                 **source.metadata,
                 "forked_from": {"run": str(source.pk), "index": from_index},
             },
-            conversation=source.conversation,
+            message_count=len(messages),
+            context_tokens=_context_tokens(messages, compactions),
             requested_by=actor.user,
             step_limit=source.step_limit,
             max_tokens=source.max_tokens,
@@ -129,6 +142,7 @@ def run_fork(
             on_budget_exceeded=source.on_budget_exceeded,
             state=checkpoints.get(from_index - 1, {}),
         )
+        _copy_conversation(run, messages, compactions)
         record_transition(
             actor,
             run,
@@ -194,3 +208,30 @@ def run_fork(
         )
         advance_run_on_commit(run.pk)
     return run
+
+
+def _copy_conversation(run: Run, messages: list[Message], compactions: list[Compaction]) -> None:
+    """Copy ``messages`` and ``compactions`` (another run's) to the new ``run``."""
+    fields = ("position", "role", "content", "tool_calls", "tool_call_id", "name", "extra")
+    copied = [
+        Message(run=run, tokens=m.tokens, step_index=m.step_index, **_values(m, fields))
+        for m in messages
+    ]
+    Message.objects.bulk_create(copied)
+    kept = ("first", "last", "summary", "summary_tokens", "tokens_before", "tokens_after")
+    made = ("summarizer", "summarizer_version", "step_index", "actor")
+    Compaction.objects.bulk_create(
+        Compaction(run=run, **_values(c, (*kept, *made))) for c in compactions
+    )
+
+
+def _context_tokens(messages: list[Message], compactions: list[Compaction]) -> int:
+    """The size (tokens) of the active context made of ``messages`` and ``compactions``."""
+    active = active_compactions(compactions)
+    replaced = {p for c in active for p in range(c.first, c.last + 1)}
+    kept = sum(m.tokens for m in messages if m.position not in replaced)
+    return kept + sum(c.summary_tokens for c in active)
+
+
+def _values(obj: Message | Compaction, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in fields}

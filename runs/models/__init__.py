@@ -25,6 +25,7 @@ from agentops.fsm import ConcurrentTransitions
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
 from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
+from runs.models.conversation import Compaction, Message
 from runs.models.idempotency import IdempotencyKey, IdempotencyKeyStatus
 from runs.models.retention import (
     PURGE_OPEN,
@@ -55,9 +56,11 @@ __all__ = [
     "STATE_SCHEMA_VERSION",
     "AgentKind",
     "Checkpoint",
+    "Compaction",
     "Executor",
     "IdempotencyKey",
     "IdempotencyKeyStatus",
+    "Message",
     "ModelCall",
     "OnBudgetExceeded",
     "PurgeStatus",
@@ -83,8 +86,11 @@ class Run(ConcurrentTransitions, models.Model):
     ``last_step``; ``checkpoints`` keep a copy after each step); the agent's own task state
     (goal, plan, observations, decisions) is apart from it, in ``state_versions``
     (``StateVersion``, written through ``runs.control.state``), so neither overwrites the
-    other; ``conversation`` the run's messages (OpenAI chat format); ``client_done`` is set
-    when a client agent says it appends no more steps. Usage totals:
+    other; its conversation is its ``messages`` (``Message`` rows, OpenAI chat format),
+    ``message_count`` of them (the next message's position), and ``context_tokens`` (tokens)
+    the size of its active context: the messages no ``compactions`` replaced, and the
+    summaries that replaced the others (``runs.control.compaction``);
+    ``client_done`` is set when a client agent says it appends no more steps. Usage totals:
     ``usage_tokens`` (tokens), ``cost_usd`` (USD), ``duration_ms`` (ms spent in tool calls).
     Budget (``runs.budget``): ``max_tokens`` (tokens), ``max_cost_usd`` (USD), ``step_limit``
     (steps) and ``deadline`` (an absolute time); crossing one fails the run or, with
@@ -110,6 +116,8 @@ class Run(ConcurrentTransitions, models.Model):
         "client_done",
         "budget_grants",
         "state",
+        "message_count",
+        "context_tokens",
         "usage_tokens",
         "cost_usd",
         "duration_ms",
@@ -123,7 +131,8 @@ class Run(ConcurrentTransitions, models.Model):
     input = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     state = models.JSONField(default=dict, blank=True)
-    conversation = models.JSONField(default=list, blank=True)
+    message_count = models.PositiveIntegerField(default=0, db_default=0)
+    context_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
     project = models.ForeignKey(
         "projects.Project",
         on_delete=models.PROTECT,
@@ -598,7 +607,7 @@ class ToolCall(models.Model):
 class ModelCall(models.Model):
     """One call of the agent's model in a client run, as its client reported it: ``model``
     name, ``input_tokens`` and ``output_tokens`` (tokens), ``cost_usd`` (USD), ``latency_ms``
-    (ms), and the positions in the run's conversation of the messages reported with it
+    (ms), and the positions of the run's messages (``Message.position``) reported with it
     (``first_message`` .. ``first_message + messages - 1``). Its tokens and cost are added to
     the run's totals when it is recorded (``runs.control.conversation``)."""
 

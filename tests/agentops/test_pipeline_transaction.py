@@ -72,6 +72,9 @@ class Silent:
     def retry_step(self, step_id: int, delay: float) -> None:
         pass
 
+    def compact_run(self, run_id: object) -> None:
+        pass
+
 
 def connection_is_idle() -> bool:
     return connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE

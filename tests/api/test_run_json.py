@@ -107,6 +107,8 @@ def test_a_created_run_answers_exactly_this(operator_api, monkeypatch):
             "duration_ms": 0,
             "version": 0,
             "conversation": [],
+            "message_count": 0,
+            "context_tokens": 0,
             "state": {},
             "steps": [
                 {
@@ -226,6 +228,8 @@ def test_a_run_s_detail_answers_exactly_this(operator_api, rejected_run):
             "duration_ms": 26,
             "version": 6,
             "conversation": [],
+            "message_count": 0,
+            "context_tokens": 0,
             "state": {
                 "last_step": {"tool": "flaky", "index": 1, "result": "ok"},
                 "completed_steps": 2,

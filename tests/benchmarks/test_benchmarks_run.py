@@ -19,6 +19,7 @@ from psycopg import sql
 from benchmarks import (
     bench_api,
     bench_approval,
+    bench_conversation,
     bench_dispatch,
     bench_gateway,
     bench_live,
@@ -45,6 +46,7 @@ def _expected_rows() -> list[str]:
             bench_pages,
             bench_retention,
             bench_gateway,
+            bench_conversation,
         )
     }
     figures[HOST] = HOST_FIGURES

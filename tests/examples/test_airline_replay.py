@@ -64,9 +64,8 @@ def test_all_conversations_replay_exactly_with_every_write_once(worker, asgi_ser
     for run in runs:
         calls = Counter(
             call["id"]
-            for message in run.conversation
-            if message["role"] == "assistant"
-            for call in message.get("tool_calls") or []
+            for message in run.messages.filter(role="assistant")
+            for call in message.tool_calls or []
         )
         assert set(calls.values()) <= {1}, run.metadata
         assert sum(calls.values()) == run.steps.count(), run.metadata

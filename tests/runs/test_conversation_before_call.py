@@ -17,14 +17,18 @@ TRANSCRIPT_CONVERSATION = [
 
 
 def transcript_run(**input_: object) -> Run:
-    return Run(agent=AgentKind.TRANSCRIPT, conversation=TRANSCRIPT_CONVERSATION, input=input_)
+    return Run(agent=AgentKind.TRANSCRIPT, input=input_)
 
 
 def test_a_transcript_step_reads_up_to_its_call():
     run = transcript_run(positions=[2, 6], call_positions=[1, 5])
     first, second = Step(index=0), Step(index=1)
-    assert [m["content"] for m in conversation_before_call(run, first)] == ["book it", "booking"]
-    assert [m["content"] for m in conversation_before_call(run, second)] == [
+    assert [
+        m["content"] for m in conversation_before_call(run, first, TRANSCRIPT_CONVERSATION)
+    ] == ["book it", "booking"]
+    assert [
+        m["content"] for m in conversation_before_call(run, second, TRANSCRIPT_CONVERSATION)
+    ] == [
         "book it",
         "booking",
         "now cancel it",
@@ -34,7 +38,9 @@ def test_a_transcript_step_reads_up_to_its_call():
 
 def test_a_transcript_run_without_call_positions_stops_before_the_result():
     run = transcript_run(positions=[2, 6])
-    assert [m["content"] for m in conversation_before_call(run, Step(index=0))] == [
+    assert [
+        m["content"] for m in conversation_before_call(run, Step(index=0), TRANSCRIPT_CONVERSATION)
+    ] == [
         "book it",
         "booking",
     ]
@@ -51,9 +57,10 @@ def test_a_client_step_reads_up_to_the_assistant_message_with_its_call():
         {"role": "tool", "tool_call_id": "call_9", "content": "ok"},
         {"role": "user", "content": "and close my account"},
     ]
-    run = Run(agent=AgentKind.CLIENT, conversation=conversation)
-    shown = conversation_before_call(run, Step(index=0, tool_call_id="call_9"))
+    run = Run(agent=AgentKind.CLIENT)
+    shown = conversation_before_call(run, Step(index=0, tool_call_id="call_9"), conversation)
     assert shown == conversation[:2]
     # A call the client did not report: everything recorded so far.
-    assert conversation_before_call(run, Step(index=0, tool_call_id="other")) == conversation
-    assert conversation_before_call(run, Step(index=0)) == conversation
+    other = Step(index=0, tool_call_id="other")
+    assert conversation_before_call(run, other, conversation) == conversation
+    assert conversation_before_call(run, Step(index=0), conversation) == conversation

@@ -16,6 +16,7 @@ from runs.control.create import run_create, step_append
 from runs.control.lifecycle import run_cancel, run_complete
 from runs.models import ModelCall, RetentionPolicy, Run
 from runs.retention import retention_purge
+from runs.selectors import run_conversation
 from tests.api.conftest import run_url, token_client
 from testsupport.state import assert_unchanged
 
@@ -70,7 +71,10 @@ def test_a_turn_appends_messages_and_adds_its_usage(
         usage={"model": "gpt-4o", "input_tokens": 1300, "output_tokens": 20, "cost_usd": 0.004},
     )
     run = Run.objects.get(pk=client_run.pk)
-    assert run.conversation == [*TURN, {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+    assert run_conversation(run_id=run.pk) == [
+        *TURN,
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]
     assert run.usage_tokens == 1200 + 80 + 10 + 5 + 1300 + 20
     assert run.cost_usd == Decimal("0.0038") + Decimal("0.0002") + Decimal("0.004")
     assert run.steps.get().usage == {

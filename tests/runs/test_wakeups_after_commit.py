@@ -31,6 +31,9 @@ class BrokerDown:
     def retry_step(self, step_id: int, delay: float) -> None:
         raise ConnectionError("the broker is down")
 
+    def compact_run(self, run_id: uuid.UUID) -> None:
+        raise ConnectionError("the broker is down")
+
 
 class Recorded:
     def __init__(self) -> None:
@@ -44,6 +47,9 @@ class Recorded:
 
     def retry_step(self, step_id: int, delay: float) -> None:
         self.sent.append(("retry_step", step_id))
+
+    def compact_run(self, run_id: uuid.UUID) -> None:
+        self.sent.append(("compact_run", run_id))
 
 
 @pytest.fixture

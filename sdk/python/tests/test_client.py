@@ -225,3 +225,23 @@ def test_an_answer_in_the_tools_error_form_is_reported_as_a_tool_error():
 
     step = run(server.client().report(RUN, 7, result=refusal, is_error=True))
     assert step.tool_error is True
+
+
+def test_messages_are_read_in_pages_and_the_context_compacted():
+    page = {"messages": [{"position": 7, "message": {"role": "user", "content": "hi"}}]}
+    made = {"id": 1, "first": 1, "last": 5, "summary": "s"}
+    server = Server(
+        {
+            ("GET", f"/api/v1/runs/{RUN}/messages/"): [(200, {**page, "message_count": 8})],
+            ("GET", f"/api/v1/runs/{RUN}/context/"): [(200, {"messages": [], "tokens": 0})],
+            ("POST", f"/api/v1/runs/{RUN}/compact/"): [(201, made)],
+        }
+    )
+    client = server.client()
+    assert run(client.messages(RUN, last=1, before=8))["message_count"] == 8
+    assert dict(server.seen[-1].url.params) == {"last": "1", "before": "8"}
+    assert run(client.context(RUN))["tokens"] == 0
+    assert run(client.compact(RUN, "s", first=1, last=5)) == made
+    assert run(client.compact(RUN)) == made
+    bodies = [json.loads(r.content) for r in posts(server)]
+    assert bodies == [{"summary": "s", "first": 1, "last": 5}, {}]

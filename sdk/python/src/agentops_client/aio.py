@@ -242,6 +242,44 @@ class AsyncClient:
         path = f"/runs/{run_id}/messages/"
         return Run.from_json(await self._request("POST", path, body, idempotency_key))
 
+    async def messages(
+        self, run_id: str, *, last: int = 50, before: int | None = None
+    ) -> dict[str, Any]:
+        """The run's ``last`` latest messages (1-1000), of those before position ``before``
+        when given: ``{"messages": [{"position", "message", "tokens", "step_index",
+        "created_at"}, ...], "message_count": N}``, oldest first; pass the first
+        ``position`` as ``before`` to page back."""
+        params: dict[str, Any] = {"last": last}
+        if before is not None:
+            params["before"] = before
+        page: dict[str, Any] = await self._request("GET", f"/runs/{run_id}/messages/", **params)
+        return page
+
+    async def context(self, run_id: str) -> dict[str, Any]:
+        """The run's active context: ``{"messages": [...], "tokens": N, "compactions":
+        [...]}``, the messages in OpenAI chat format as the model is to be sent them (each
+        compaction's summary a ``system`` message in place of the messages it replaced)."""
+        found: dict[str, Any] = await self._request("GET", f"/runs/{run_id}/context/")
+        return found
+
+    async def compact(
+        self,
+        run_id: str,
+        summary: str | None = None,
+        *,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> dict[str, Any]:
+        """Replace messages ``first`` to ``last`` (positions) in the run's active context by
+        ``summary``, or, with no arguments, let the server's summarizer choose and write it.
+        Returns the compaction (range, tokens before and after, summarizer). Raises
+        ``BadRequest`` (a range that cuts an earlier compaction) or ``Conflict``."""
+        body: dict[str, Any] = {}
+        if summary is not None:
+            body = {"summary": summary, "first": first, "last": last}
+        made: dict[str, Any] = await self._request("POST", f"/runs/{run_id}/compact/", body)
+        return made
+
     async def complete_run(self, run_id: str) -> Run:
         """Say the client appends no more steps. Raises ``Conflict`` when already done."""
         return Run.from_json(await self._request("POST", f"/runs/{run_id}/complete/", {}))

@@ -72,6 +72,18 @@ class Client:
         """See ``AsyncClient.append_messages``."""
         return self._run(self.aio.append_messages(run_id, messages, **options))
 
+    def messages(self, run_id: str, **options: Any) -> dict[str, Any]:
+        """See ``AsyncClient.messages``."""
+        return self._run(self.aio.messages(run_id, **options))
+
+    def context(self, run_id: str) -> dict[str, Any]:
+        """See ``AsyncClient.context``."""
+        return self._run(self.aio.context(run_id))
+
+    def compact(self, run_id: str, summary: str | None = None, **options: Any) -> dict[str, Any]:
+        """See ``AsyncClient.compact``."""
+        return self._run(self.aio.compact(run_id, summary, **options))
+
     def complete_run(self, run_id: str) -> Run:
         """See ``AsyncClient.complete_run``."""
         return self._run(self.aio.complete_run(run_id))
