@@ -379,6 +379,9 @@ AGENTOPS_DEFAULT_MAX_ATTEMPTS = env_int("AGENTOPS_DEFAULT_MAX_ATTEMPTS", 3, mini
 AGENTOPS_RETRY_BASE_SECONDS = env_int("AGENTOPS_RETRY_BASE_SECONDS", 2, minimum=0)
 AGENTOPS_RETRY_MAX_SECONDS = env_int("AGENTOPS_RETRY_MAX_SECONDS", 300, minimum=0)
 AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimum=1)
+# Modules whose ``@state_migration`` functions (``runs.state_migrations``) a state schema may
+# name; imported at start-up.
+AGENTOPS_STATE_MIGRATION_MODULES = env_list("AGENTOPS_STATE_MIGRATION_MODULES", [])
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)

@@ -1,4 +1,7 @@
+from importlib import import_module
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class RunsConfig(AppConfig):
@@ -12,3 +15,6 @@ class RunsConfig(AppConfig):
         from runs.tools import builtin, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())
+        # The agent state migrations a state schema may name register as their modules load.
+        for module in settings.AGENTOPS_STATE_MIGRATION_MODULES:
+            import_module(module)

@@ -17,7 +17,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
-from runs.models import Checkpoint, Run, StateVersion, Step, StepAttempt, ToolCall
+from runs.models import Checkpoint, Run, StateSchema, StateVersion, Step, StepAttempt, ToolCall
 
 # Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
 # a key records its answer for replay, by design).
@@ -26,6 +26,7 @@ MODELS: list[type[Model]] = [
     Step,
     StepAttempt,
     Checkpoint,
+    StateSchema,
     StateVersion,
     ToolCall,
     ApprovalRequest,
