@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError
-from django.db.models import Count, F, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from agentops.actors import Actor
@@ -168,7 +168,9 @@ def _runs_below(project_id: int, name: str, to_version: int) -> QuerySet[Run]:
         Run.objects.filter(project_id=project_id, state_schema__name=name)
         .annotate(
             on_version=Coalesce(
-                Subquery(newest.values("schema_version")[:1]), F("state_schema__version")
+                Subquery(newest.values("schema_version")[:1]),
+                F("state_schema__version"),
+                output_field=IntegerField(),
             )
         )
         .filter(on_version__lt=to_version)
