@@ -471,6 +471,6 @@ class CreateStateSchemaSerializer(StrictSerializer):
 
 
 class StateSchemaQuerySerializer(serializers.Serializer):
-    """``?name=``: only the versions of this schema."""
+    """``?name=``: only the versions of this schema (empty: none)."""
 
-    name = serializers.SlugField(required=False, max_length=100)
+    name = serializers.SlugField(required=False, allow_blank=True, max_length=100)
