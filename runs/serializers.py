@@ -426,7 +426,7 @@ class StateSchemaSerializer(serializers.ModelSerializer[StateSchema]):
     (draft 2020-12) and the migration from the version before (a registered function's
     dotted path, or declarative steps)."""
 
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
     schema = serializers.JSONField()
     migration_steps = serializers.JSONField()
 

@@ -241,7 +241,7 @@ def run_create(
             deadline=deadline,
             **limits,
         )
-        declared_payload = {}
+        declared_payload: dict[str, Any] = {}
         if declared is not None:
             declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
         record_transition(actor, run, "", agent=agent, goal=goal, **declared_payload)

@@ -122,7 +122,7 @@ def state_schema_create(
     state_schema_check(
         project=project,
         name=name,
-        version=version,  # type: ignore[arg-type]
+        version=version,
         schema=schema,
         migration_function=migration_function,
         migration_steps=migration_steps,
@@ -159,20 +159,23 @@ def state_schema_create(
     return created
 
 
+def _on_version() -> Coalesce:
+    """The schema version a run's current state is stored under: its newest state version's,
+    or, with none stored, the version the run declared."""
+    newest = StateVersion.objects.filter(run_id=OuterRef("pk")).order_by("-version")
+    return Coalesce(
+        Subquery(newest.values("schema_version")[:1]),
+        F("state_schema__version"),
+        output_field=IntegerField(),
+    )
+
+
 def _runs_below(project_id: int, name: str, to_version: int) -> QuerySet[Run]:
     """The project's runs on state schema ``name`` whose current state is stored under a
-    version below ``to_version`` (a run without a stored version: the version it declared),
-    annotated ``on_version``, in id order."""
-    newest = StateVersion.objects.filter(run_id=OuterRef("pk")).order_by("-version")
+    version below ``to_version`` (``_on_version``), in id order."""
     return (
         Run.objects.filter(project_id=project_id, state_schema__name=name)
-        .annotate(
-            on_version=Coalesce(
-                Subquery(newest.values("schema_version")[:1]),
-                F("state_schema__version"),
-                output_field=IntegerField(),
-            )
-        )
+        .annotate(on_version=_on_version())
         .filter(on_version__lt=to_version)
         .order_by("pk")
     )
@@ -304,7 +307,7 @@ def state_migrate(
     if batch_size < 1:
         raise InvalidInput("the batch size must be 1 or more", field="batch_size")
     target = to_version or max(_target(project_id, name, to_version))
-    migrated, failed = 0, {}
+    migrated, failed = 0, dict[uuid.UUID, str]()
     after: uuid.UUID | None = None
     while True:
         batch = state_migrate_batch(
@@ -347,11 +350,14 @@ def state_migrate_preview(
     """
     schemas = _target(project_id, name, to_version)
     target = to_version or max(schemas)
-    every = _runs_below(project_id, name, max(schemas) + 1).order_by()
-    counts = {
-        row["on_version"]: row["runs"]
-        for row in every.values("on_version").annotate(runs=Count("pk"))
-    }
+    every = (
+        Run.objects.filter(project_id=project_id, state_schema__name=name)
+        .annotate(on_version=_on_version())
+        .values("on_version")
+        .annotate(runs=Count("pk"))
+        .order_by()
+    )
+    counts = {row["on_version"]: row["runs"] for row in every}
     sample = _runs_below(project_id, name, target).first()
     changes: list[Change] = []
     failure = ""

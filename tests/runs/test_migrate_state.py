@@ -120,9 +120,8 @@ def test_each_run_is_migrated_once_audited_and_a_run_that_cannot_be_is_reported(
         event = AuditEvent.objects.get(run_id=run.pk, verb="run.state_migrated")
         assert (event.payload["from_schema_version"], event.payload["to_schema_version"]) == (1, 2)
     assert not StateVersion.objects.filter(run=runs[3], version=2).exists()
-    with assert_unchanged():
-        with pytest.raises(CommandError):
-            call_command("migrate_state", "booking", stdout=StringIO())
+    with assert_unchanged(), pytest.raises(CommandError):
+        call_command("migrate_state", "booking", stdout=StringIO())
 
 
 @pytest.mark.django_db
