@@ -18,6 +18,7 @@ named), or a list of declarative steps (``check_steps``), each on JSON Pointers 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
@@ -183,7 +184,16 @@ def _migrated(state: dict[str, Any], schema: SchemaVersion) -> dict[str, Any]:
         raise MigrationFailed(f"the migration to {label} failed: {message}") from exc
     if not isinstance(result, dict):
         raise MigrationFailed(f"the migration to {label} returned no JSON object")
-    return result
+    # What it returned goes to the API and the database as JSON: a set, a date or a NaN is the
+    # migration's failure here, not an error when the answer is rendered.
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(result, allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as exc:
+        message = str(exc)[:_MESSAGE_CHARS]
+        raise MigrationFailed(
+            f"the migration to {label} returned what is not JSON: {message}"
+        ) from exc
+    return copied
 
 
 def state_upgrade(
@@ -202,8 +212,8 @@ def state_upgrade(
     Raises:
         MigrationFailed: a version in between is missing, a migration step or function failed
             (a registered function that is not registered in this process, raised, or returned
-            no object), or the result holds what PostgreSQL cannot store or does not match
-            the target version: ``"<path>: <rule>"``.
+            no object or what is not JSON), or the result holds what PostgreSQL cannot store
+            or does not match the target version: ``"<path>: <rule>"``.
     """
     upgraded = copy.deepcopy(state)
     for version in range(from_version + 1, to_version + 1):

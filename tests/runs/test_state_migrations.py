@@ -42,6 +42,12 @@ def broken(state: dict[str, Any]) -> dict[str, Any]:
     raise KeyError("no such leg")
 
 
+@state_migration("trip", 5)
+def not_json(state: dict[str, Any]) -> dict[str, Any]:
+    """trip v4 -> v5: returns a set inside the state."""
+    return {"seen": {1, 2}}
+
+
 def upgrade(state: dict[str, Any], *versions: Version, to: int | None = None) -> dict[str, Any]:
     schemas = {v.version: v for v in versions}
     return state_upgrade(state, schemas=schemas, from_version=1, to_version=to or max(schemas))
@@ -92,6 +98,7 @@ def test_versions_chain_steps_and_registered_functions_in_order():
     [
         ([Version("trip", 2, migration_function=f"{__name__}.broken")], "KeyError: 'no such leg'"),
         ([Version("trip", 2, migration_function="elsewhere.gone")], "is not registered"),
+        ([Version("trip", 2, migration_function=f"{__name__}.not_json")], "is not JSON"),
         (
             [Version("trip", 2, migration_steps=[{"op": "move", "from": "/a", "to": "/x/y"}])],
             "step \\[0\\] \\(move\\)",
