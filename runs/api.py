@@ -564,6 +564,7 @@ class StateSchemaViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         summary="Register the next version of a state schema.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=CreateStateSchemaSerializer,
         responses={
             201: StateSchemaSerializer,
@@ -571,6 +572,7 @@ class StateSchemaViewSet(viewsets.GenericViewSet):
             409: OpenApiResponse(ErrorSerializer, description="The version was taken meanwhile."),
         },
     )
+    @idempotent
     def create(self, request: Request) -> Response:
         """Register a version (``runs.control.state_schemas.state_schema_create``): a schema
         that may not be used (remote ``$ref``, a pattern outside RE2, a loop), a version

@@ -309,3 +309,16 @@ def test_a_failed_old_run_resumes_and_writes_under_the_newest_version(
     assert written.status_code == 200, written.json()
     assert written.json()["schema_version"] == 2
     assert StateSchema.objects.filter(name="booking").count() == 2
+
+
+def test_a_retried_registration_with_its_idempotency_key_registers_one_version(admin_api):
+    first = admin_api.post(
+        SCHEMAS_URL, {"name": "booking", "schema": V1}, format="json", HTTP_IDEMPOTENCY_KEY="k1"
+    )
+    again = admin_api.post(
+        SCHEMAS_URL, {"name": "booking", "schema": V1}, format="json", HTTP_IDEMPOTENCY_KEY="k1"
+    )
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert StateSchema.objects.filter(name="booking").count() == 1

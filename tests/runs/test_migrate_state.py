@@ -195,3 +195,24 @@ def test_a_thousand_runs_killed_halfway_are_each_migrated_once_when_run_again(tm
         current = api.get(run_url(runs[i].pk, "state")).json()
         assert (current["version"], current["schema_version"]) == (2, 2)
         assert current["upgraded_from"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_commands_at_once_migrate_each_run_once(tmp_path, seeded):
+    v1, _ = schemas()
+    runs = old_runs(v1, 300)
+    command = [sys.executable, "manage.py", "migrate_state", "booking", "--batch-size", "7"]
+    both = [
+        Process(command, _child_env(), tmp_path / f"{i}.log", name="migrate_state")
+        for i in range(2)
+    ]
+    wait_until(lambda: not any(p.alive for p in both), 300, "both commands to end")
+    logs = [(tmp_path / f"{i}.log").read_text() for i in range(2)]
+    assert [p.proc.returncode for p in both] == [0, 0], logs
+    counts = [int(log.strip().splitlines()[-1].split(": ")[1].split()[0]) for log in logs]
+    assert sum(counts) == len(runs)
+    per_run = StateVersion.objects.filter(operation="migrate").values("run_id")
+    per_run = per_run.annotate(n=Count("id"))
+    assert len(per_run) == len(runs)
+    assert {row["n"] for row in per_run} == {1}
+    assert AuditEvent.objects.filter(verb="run.state_migrated").count() == len(runs)
