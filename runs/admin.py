@@ -368,7 +368,14 @@ class StateSchemaForm(forms.ModelForm):
 
     class Meta:
         model = StateSchema
-        fields = ["project", "name", "schema", "migration_function", "migration_steps"]
+        fields = [
+            "project",
+            "name",
+            "description",
+            "schema",
+            "migration_function",
+            "migration_steps",
+        ]
 
     def __init__(self, *args: Any, access: Access, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -460,5 +467,6 @@ class StateSchemaAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
             schema=data["schema"],
             migration_function=data.get("migration_function") or "",
             migration_steps=data.get("migration_steps"),
+            description=data.get("description") or "",
         )
         obj.pk = created.pk
