@@ -28,6 +28,8 @@ from runs.transitions import record_event
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 MAX_DESCRIPTION = 2000
+# The highest schema version: what ``StateVersion.schema_version`` (a small integer) holds.
+MAX_VERSION = 32767
 
 
 def state_schema_check(
@@ -47,7 +49,8 @@ def state_schema_check(
 
     Raises:
         InvalidInput: naming the field: a name that is not a lowercase slug (1 to 100
-            characters: ``a-z0-9_-``), a version that is not the next one, a schema that may
+            characters: ``a-z0-9_-``), a version that is not the next one (or over
+            ``MAX_VERSION``), a schema that may
             not be used (``runs.tools.schemas.schema_invalid``: draft 2020-12, local
             ``$ref`` only, RE2 patterns, no loops), a missing, doubled or unknown migration.
     """
@@ -65,6 +68,8 @@ def state_schema_check(
             f"the next version of schema {name} is {expected} (versions go 1, 2, ...)",
             field="version",
         )
+    if version > MAX_VERSION:
+        raise InvalidInput(f"a schema has at most {MAX_VERSION} versions", field="version")
     problem = schema_invalid(schema)
     if problem:
         raise InvalidInput(f"schema: {problem}", field="schema")

@@ -322,3 +322,17 @@ def test_a_retried_registration_with_its_idempotency_key_registers_one_version(a
     assert again["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
     assert StateSchema.objects.filter(name="booking").count() == 1
+
+
+def test_a_version_past_what_a_state_version_can_record_is_a_400(admin_api):
+    StateSchema.objects.create(
+        project_id=Project.objects.get(slug="default").pk,
+        name="booking",
+        version=32767,
+        schema=V1,
+        created_by_kind="system",
+    )
+    with assert_unchanged():
+        response = register(admin_api, schema=V1, migration_steps=[])
+    assert (response.status_code, response.json()["field"]) == (400, "version")
+    assert "at most 32767 versions" in response.json()["detail"]
