@@ -387,6 +387,9 @@ AGENTOPS_DEFAULT_STEP_LIMIT = env_int("AGENTOPS_DEFAULT_STEP_LIMIT", 500, minimu
 AGENTOPS_CONTEXT_TOKEN_THRESHOLD = env_int("AGENTOPS_CONTEXT_TOKEN_THRESHOLD", 100_000, minimum=0)
 AGENTOPS_CONTEXT_KEEP_LAST = env_int("AGENTOPS_CONTEXT_KEEP_LAST", 20, minimum=0)
 AGENTOPS_SUMMARIZER = env_str("AGENTOPS_SUMMARIZER", "runs.summarizers.keep_first_and_last")
+# Modules whose ``@state_migration`` functions (``runs.state_migrations``) a state schema may
+# name; imported at start-up.
+AGENTOPS_STATE_MIGRATION_MODULES = env_list("AGENTOPS_STATE_MIGRATION_MODULES", [])
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)

@@ -5,7 +5,8 @@ through the pages and the API; admins get a "Cancel selected runs" action that c
 ``runs.control.lifecycle.run_cancel`` per run. Retention policies are the one editable model
 here; each has a preview page (what it would delete or redact now) with "Run now", which
 starts a retention purge (``runs.purges``) in a Celery task; purges are listed with their
-progress and history.
+progress and history. State schema versions are added (never changed) through
+``runs.control.state_schemas.state_schema_create``.
 """
 
 from __future__ import annotations
@@ -30,19 +31,23 @@ from agentops.errors import Conflict, InvalidInput
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
 from projects.access import Access
 from projects.admin import ProjectScopedAdminMixin
+from projects.models import Project
 from runs import purges, tasks
 from runs.control import lifecycle, settle
+from runs.control.state_schemas import state_schema_check, state_schema_create
 from runs.models import (
     PURGE_OPEN,
     Checkpoint,
     RetentionPolicy,
     RetentionPurge,
     Run,
+    StateSchema,
     Step,
     StepAttempt,
     ToolCall,
 )
 from runs.retention import retention_preview
+from runs.state_migrations import registered_migrations
 from runs.statuses import RUN_STATUSES
 
 
@@ -364,3 +369,123 @@ class RetentionPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def duration(self, purge: RetentionPurge) -> str:
         ms = purge.duration_ms
         return "—" if ms is None else f"{ms / 1000:.2f} s"
+
+
+class StateSchemaForm(forms.ModelForm):
+    """A new state schema version: the project among those where the user may register
+    schemas, and a migration function chosen from the registered ones
+    (``runs.state_migrations.registered_migrations``), never a typed import path. The
+    version is the next one; ``state_schema_check`` decides, its errors shown on their
+    fields."""
+
+    migration_function = forms.ChoiceField(required=False)
+    migration_steps = forms.JSONField(
+        required=False,
+        help_text='Declarative steps, e.g. [{"op": "rename", "from": "/a", "to": "/b"}] '
+        "(empty: none; [] : states carry over unchanged).",
+    )
+
+    class Meta:
+        model = StateSchema
+        fields = [
+            "project",
+            "name",
+            "description",
+            "schema",
+            "migration_function",
+            "migration_steps",
+        ]
+
+    def __init__(self, *args: Any, access: Access, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = Project.objects.filter(  # type: ignore[attr-defined]
+            pk__in=[p.pk for p in access.projects("runs.add_stateschema")]
+        )
+        choices = [("", "none (declarative steps, or version 1)")]
+        self.fields["migration_function"].choices = choices + [  # type: ignore[attr-defined]
+            (path, path) for path in registered_migrations()
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        project, name = data.get("project"), data.get("name")
+        if project is None or not name:
+            return data
+        latest = StateSchema.objects.filter(project=project, name=name).order_by("-version")
+        data["version"] = (latest.values_list("version", flat=True).first() or 0) + 1
+        try:
+            state_schema_check(
+                project=project,
+                name=name,
+                version=data["version"],
+                schema=data.get("schema"),
+                migration_function=data.get("migration_function") or "",
+                migration_steps=data.get("migration_steps"),
+            )
+        except InvalidInput as exc:
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, exc.message)
+        return data
+
+
+@admin.register(StateSchema)
+class StateSchemaAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
+    """State schema versions of the projects the user may see; superusers and project admins
+    add the next version of a schema (``state_schema_create``, audited). Versions are never
+    changed or deleted: stored states name them."""
+
+    project_permission = "runs.view_run"
+    list_display = ["name", "version", "project", "migration_function", "created_by_name"]
+    list_filter = ["project", "name"]
+    readonly_fields = ["version", "created_by_name", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return Access(request.user).anywhere("runs.add_stateschema")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is not None:
+            return super().get_form(request, obj, change, **kwargs)
+        access = Access(request.user)
+
+        class Form(StateSchemaForm):
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, access=access, **form_kwargs)
+
+        return Form
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return StateSchemaForm.Meta.fields
+        return [
+            "project",
+            "name",
+            "version",
+            "schema",
+            "migration_function",
+            "migration_steps",
+            "description",
+            "created_by_name",
+            "created_at",
+        ]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        created = state_schema_create(
+            actor=Actor.for_user(request.user),
+            project=data["project"],
+            name=data["name"],
+            version=data["version"],
+            schema=data["schema"],
+            migration_function=data.get("migration_function") or "",
+            migration_steps=data.get("migration_steps"),
+            description=data.get("description") or "",
+        )
+        obj.pk = created.pk

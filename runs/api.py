@@ -28,11 +28,20 @@ from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.control import compaction, conversation, create, fork, lifecycle, settle, state
+from runs.control import (
+    compaction,
+    conversation,
+    create,
+    fork,
+    lifecycle,
+    settle,
+    state,
+    state_schemas,
+)
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import Run, state_etag
+from runs.models import Run, StateSchema, state_etag
 from runs.serializers import (
     AgentStateSerializer,
     AppendStepSerializer,
@@ -41,6 +50,7 @@ from runs.serializers import (
     CompactSerializer,
     ContextSerializer,
     CreateRunSerializer,
+    CreateStateSchemaSerializer,
     EmptySerializer,
     EventPageSerializer,
     EventQuerySerializer,
@@ -53,6 +63,8 @@ from runs.serializers import (
     RunTotalsSerializer,
     SettleStepSerializer,
     StateQuerySerializer,
+    StateSchemaQuerySerializer,
+    StateSchemaSerializer,
     StateWriteQuerySerializer,
     StepReportSerializer,
     StepSerializer,
@@ -387,9 +399,10 @@ class RunViewSet(viewsets.GenericViewSet):
         return self._run_response(run.pk, status.HTTP_201_CREATED)
 
     def _state_response(self, run_id: uuid.UUID, found: selectors.AgentState) -> Response:
-        return Response(
-            AgentStateSerializer(found).data, headers={"ETag": state_etag(run_id, found.version)}
-        )
+        headers = {"ETag": state_etag(run_id, found.version)}
+        if found.upgraded_from is not None:
+            headers["Agentops-State-Upgraded"] = f"{found.upgraded_from} -> {found.schema_version}"
+        return Response(AgentStateSerializer(found).data, headers=headers)
 
     def _base_version(self, request: Request, run_id: uuid.UUID) -> int:
         """The state version named by the request's ``If-Match`` (RFC 9110 §13.1.1): one strong
@@ -441,7 +454,16 @@ class RunViewSet(viewsets.GenericViewSet):
     @extend_schema(
         summary="The agent's own state of a run (current or any past version), with its ETag.",
         parameters=[StateQuerySerializer],
-        responses={200: AgentStateSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+        responses={
+            200: AgentStateSerializer,
+            400: _BAD_INPUT,
+            404: _NOT_FOUND,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="The current state cannot be upgraded to the newest version of "
+                "the run's state schema (the message says where and why).",
+            ),
+        },
     )
     @action(
         detail=True,
@@ -450,11 +472,20 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     def state(self, request: Request, pk: uuid.UUID) -> Response:
         """Version ``?version=`` of the agent's state (default: the current one):
-        ``{"version", "state", "schema_version"}``, its ``ETag`` to send as ``If-Match`` with
-        the next write. Version 0 is the state the run started with."""
+        ``{"version", "state", "schema_version", "upgraded_from"}``, its ``ETag`` to send as
+        ``If-Match`` with the next write. Version 0 is the state the run started with.
+
+        The current state of a run whose state schema has a newer version than the one it was
+        stored under is shown upgraded (``runs.selectors.agent_state_read``, nothing written):
+        ``upgraded_from`` and the header ``Agentops-State-Upgraded: <old> -> <new>`` say so.
+        A version named by ``?version=`` is shown as it was written."""
         query = StateQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        found = selectors.agent_state_get(run_id=pk, version=query.validated_data.get("version"))
+        version = query.validated_data.get("version")
+        if version is None:
+            found = selectors.agent_state_read(run_id=pk)
+        else:
+            found = selectors.agent_state_get(run_id=pk, version=version)
         return self._state_response(pk, found)
 
     @extend_schema(
@@ -538,3 +569,83 @@ class ToolViewSet(viewsets.ViewSet):
     def list(self, request: Request) -> Response:
         """Every registered tool, sorted by name, with its argument schema and risk."""
         return Response(ToolSerializer(all_tools(), many=True).data)
+
+
+@extend_schema(tags=["state-schemas"])
+@extend_schema_view(
+    list=extend_schema(
+        summary="State schemas of the projects you may see, newest first (cursor pages).",
+        parameters=[StateSchemaQuerySerializer],
+    ),
+    retrieve=extend_schema(
+        summary="One version of a state schema.",
+        responses={200: StateSchemaSerializer, 404: _NOT_FOUND},
+    ),
+)
+class StateSchemaViewSet(viewsets.GenericViewSet):
+    """Versions of the projects' JSON Schemas for agent states (``runs.models.StateSchema``).
+
+    Permissions: list and read ``runs.view_run`` (in the schema's project); register
+    ``runs.add_stateschema`` (project admins). Versions are never changed or deleted.
+    """
+
+    lookup_value_converter = "int"
+    permission_classes = [ProjectActionPermissions]
+    view_permission = "runs.view_run"
+    not_found = "state schema not found"
+    action_permissions = {
+        "list": ("runs.view_run",),
+        "retrieve": ("runs.view_run",),
+        "create": ("runs.add_stateschema",),
+    }
+    pagination_class = NewestFirstPagination
+    serializer_class = StateSchemaSerializer
+
+    def get_queryset(self) -> QuerySet[StateSchema]:
+        """The versions of the projects the user may see runs of, project joined."""
+        rows = StateSchema.objects.select_related("project")
+        return access_for(self.request).scope(rows, "runs.view_run")
+
+    def project_id_of(self, pk: int) -> int | None:
+        """The project of schema version ``pk`` (None: none), for ``ProjectActionPermissions``."""
+        return StateSchema.objects.filter(pk=pk).values_list("project_id", flat=True).first()
+
+    def list(self, request: Request) -> Response:
+        """Versions newest first, only schema ``?name=`` when given; ``?cursor=`` pages."""
+        query = StateSchemaQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = self.get_queryset()
+        if "name" in query.validated_data:
+            rows = rows.filter(name=query.validated_data["name"])
+        page = self.paginate_queryset(rows) or []
+        return self.get_paginated_response(StateSchemaSerializer(page, many=True).data)
+
+    def retrieve(self, request: Request, pk: int) -> Response:
+        """One version with its schema and migration."""
+        return Response(StateSchemaSerializer(self.get_queryset().get(pk=pk)).data)
+
+    @extend_schema(
+        summary="Register the next version of a state schema.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=CreateStateSchemaSerializer,
+        responses={
+            201: StateSchemaSerializer,
+            400: _BAD_INPUT,
+            409: OpenApiResponse(ErrorSerializer, description="The version was taken meanwhile."),
+        },
+    )
+    @idempotent
+    def create(self, request: Request) -> Response:
+        """Register a version (``runs.control.state_schemas.state_schema_create``): a schema
+        that may not be used (remote ``$ref``, a pattern outside RE2, a loop), a version
+        that is not the next or a missing or unknown migration is a 400 naming the field."""
+        body = CreateStateSchemaSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        fields = dict(body.validated_data)
+        project = project_for_create(
+            access_for(request), fields.pop("project", None), "runs.add_stateschema"
+        )
+        created = state_schemas.state_schema_create(
+            actor=actor_for(request), project=project, **fields
+        )
+        return Response(StateSchemaSerializer(created).data, status=status.HTTP_201_CREATED)

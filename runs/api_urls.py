@@ -6,10 +6,11 @@ Run ids are matched as UUIDs, so a malformed id is a 404 before any view runs.
 
 from rest_framework.routers import SimpleRouter
 
-from runs.api import RunViewSet, ToolViewSet
+from runs.api import RunViewSet, StateSchemaViewSet, ToolViewSet
 
 router = SimpleRouter(use_regex_path=False)
 router.register("runs", RunViewSet, basename="api-run")
 router.register("tools", ToolViewSet, basename="api-tool")
+router.register("state-schemas", StateSchemaViewSet, basename="api-state-schema")
 
 urlpatterns = router.urls

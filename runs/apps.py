@@ -1,4 +1,7 @@
+from importlib import import_module
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class RunsConfig(AppConfig):
@@ -15,3 +18,6 @@ class RunsConfig(AppConfig):
         wakeups.install(CeleryWakeups())
         # A summarizer setting that names nothing fails the start, not the first compaction.
         load_summarizer()
+        # The agent state migrations a state schema may name register as their modules load.
+        for module in settings.AGENTOPS_STATE_MIGRATION_MODULES:
+            import_module(module)

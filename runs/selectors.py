@@ -23,12 +23,14 @@ from runs.models import (
     Compaction,
     Message,
     Run,
+    StateSchema,
     StateVersion,
     Step,
     StepAttempt,
     state_hash,
 )
 from runs.state_diff import StepStates, json_diff
+from runs.state_migrations import state_upgrade
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
 
@@ -391,28 +393,83 @@ def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[Run
 @dataclass(frozen=True)
 class AgentState:
     """One version of a run's agent state: ``version`` (0: the initial state), the ``state``
-    object, its ``schema_version`` and ``state_hash`` (``runs.models.state_hash``)."""
+    object, its ``schema_version`` and ``state_hash`` (``runs.models.state_hash``), and, when
+    it is shown upgraded from the schema version it was stored under, that version
+    (``upgraded_from``; None: shown as stored)."""
 
     version: int
     state: dict[str, Any]
     schema_version: int
     state_hash: str
+    upgraded_from: int | None = None
 
 
 def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> AgentState:
-    """Version ``version`` of the run's agent state (None: the current one, the highest).
+    """Version ``version`` of the run's agent state as stored (None: the current one, the
+    highest).
 
     Raises:
         StateVersion.DoesNotExist: the run has no such version (a version 0 without a row is
-            the empty initial state, ``{}``; the caller has checked that the run exists).
+            the empty initial state, ``{}``, under the schema version the run declared; the
+            caller has checked that the run exists).
     """
     rows = StateVersion.objects.filter(run_id=run_id).order_by("-version")
     found = rows.first() if version is None else rows.filter(version=version).first()
     if found is not None:
         return AgentState(found.version, found.state, found.schema_version, found.state_hash)
     if version is None or version == 0:
-        return AgentState(0, {}, STATE_SCHEMA_VERSION, state_hash({}))
+        declared = (
+            Run.objects.filter(pk=run_id).values_list("state_schema__version", flat=True).first()
+        )
+        return AgentState(0, {}, declared or STATE_SCHEMA_VERSION, state_hash({}))
     raise StateVersion.DoesNotExist(f"run has no state version {version}")
+
+
+def state_schema_versions(*, project_id: int, name: str) -> dict[int, StateSchema]:
+    """Every version of the project's state schema ``name``, by version number (empty: no such
+    schema)."""
+    rows = StateSchema.objects.filter(project_id=project_id, name=name)
+    return {row.version: row for row in rows}
+
+
+def run_state_schemas(*, run_id: uuid.UUID | str) -> dict[int, StateSchema]:
+    """Every version of the state schema the run declared (``Run.state_schema``), by version
+    number; empty when it declared none."""
+    declared = Run.objects.filter(pk=run_id).values_list("project_id", "state_schema__name").first()
+    if declared is None or declared[1] is None:
+        return {}
+    return state_schema_versions(project_id=declared[0], name=declared[1])
+
+
+def agent_state_upgraded(found: AgentState, schemas: dict[int, StateSchema]) -> AgentState:
+    """``found`` as a state of the newest of ``schemas`` (a schema's versions by number,
+    ``run_state_schemas``): upgraded (``runs.state_migrations.state_upgrade``) with
+    ``upgraded_from`` its stored schema version when that is older, else unchanged. Writes
+    nothing.
+
+    Raises:
+        MigrationFailed: the state cannot be upgraded.
+    """
+    if not schemas or found.schema_version >= max(schemas):
+        return found
+    newest = max(schemas)
+    state = state_upgrade(
+        found.state, schemas=schemas, from_version=found.schema_version, to_version=newest
+    )
+    return AgentState(found.version, state, newest, state_hash(state), found.schema_version)
+
+
+def agent_state_read(*, run_id: uuid.UUID | str) -> AgentState:
+    """The run's current agent state as a state of the newest version of the run's state
+    schema (``agent_state_upgraded``); as stored when the run declared no schema. Writes
+    nothing: reading never migrates a stored state (``manage.py migrate_state`` does). A past
+    version is history: ``agent_state_get`` shows it as it was written.
+
+    Raises:
+        MigrationFailed: the state cannot be upgraded.
+    """
+    found = agent_state_get(run_id=run_id)
+    return agent_state_upgraded(found, run_state_schemas(run_id=run_id))
 
 
 def state_version_list(

@@ -28,6 +28,7 @@ from runs.models import (
     Message,
     OnBudgetExceeded,
     Run,
+    StateSchema,
     Step,
     StepAttempt,
 )
@@ -378,6 +379,13 @@ class MessagesInputSerializer(StrictSerializer):
     usage = serializers.DictField(required=False)
 
 
+class DeclaredSchemaSerializer(StrictSerializer):
+    """A state schema a run declares: ``name`` and ``version`` (default: the newest)."""
+
+    name = serializers.SlugField(max_length=100)
+    version = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+
+
 class CreateRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
@@ -401,6 +409,11 @@ class CreateRunSerializer(StrictSerializer):
         required=False,
         help_text="max_tokens (tokens), max_cost_usd (USD), max_steps, deadline (ISO 8601), "
         "on_exceed: fail (default) or approve (a reviewer approves continuing).",
+    )
+    state_schema = DeclaredSchemaSerializer(
+        required=False,
+        help_text="The project's state schema the agent's state follows (default version: "
+        "the newest); writes of the state must match it.",
     )
 
 
@@ -456,11 +469,14 @@ class EventPageSerializer(serializers.Serializer):
 
 class AgentStateSerializer(serializers.Serializer):
     """One version of a run's agent state (``runs.selectors.AgentState``): ``version`` (0: the
-    initial state), the ``state`` object and its ``schema_version``."""
+    initial state), the ``state`` object and its ``schema_version``; ``upgraded_from`` is the
+    schema version it is stored under when it is shown upgraded to a newer one (null: shown
+    as stored)."""
 
     version = serializers.IntegerField()
     state = serializers.DictField()
     schema_version = serializers.IntegerField()
+    upgraded_from = serializers.IntegerField(allow_null=True)
 
 
 class StateQuerySerializer(serializers.Serializer):
@@ -499,3 +515,58 @@ class ToolSerializer(serializers.Serializer):
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_schema(self, tool: Tool) -> dict[str, Any]:
         return tool.schema
+
+
+class StateSchemaSerializer(serializers.ModelSerializer[StateSchema]):
+    """A version of a project's state schema (``runs.models.StateSchema``): its JSON Schema
+    (draft 2020-12) and the migration from the version before (a registered function's
+    dotted path, or declarative steps)."""
+
+    project = serializers.CharField(source="project.slug", read_only=True)
+    schema = serializers.JSONField()
+    migration_steps = serializers.JSONField()
+
+    class Meta:
+        model = StateSchema
+        fields = [
+            "id",
+            "project",
+            "name",
+            "version",
+            "schema",
+            "migration_function",
+            "migration_steps",
+            "description",
+            "created_by_name",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class CreateStateSchemaSerializer(StrictSerializer):
+    """``POST /api/v1/state-schemas/``: ``version`` defaults to the next; a version above 1
+    needs ``migration_function`` (a registered one) or ``migration_steps`` (rename, move,
+    default, remove on JSON Pointers; ``[]``: states carry over unchanged)."""
+
+    project = serializers.SlugField(
+        required=False,
+        max_length=50,
+        help_text="The project's slug. Default: the token's project, or the only one where "
+        "you may register schemas.",
+    )
+    name = serializers.SlugField(max_length=100)
+    version = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+    schema = serializers.JSONField(help_text="A JSON Schema (draft 2020-12) object.")
+    migration_function = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=255
+    )
+    migration_steps = serializers.JSONField(required=False, default=None, allow_null=True)
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000
+    )
+
+
+class StateSchemaQuerySerializer(serializers.Serializer):
+    """``?name=``: only the versions of this schema (empty: none)."""
+
+    name = serializers.SlugField(required=False, allow_blank=True, max_length=100)

@@ -22,7 +22,7 @@ from runs.control.conversation import add_usage_locked, message_rows, parse_usag
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, Executor, Run, Step
+from runs.models import CLIENT_DRIVEN, Executor, Run, StateSchema, Step
 from runs.selectors import run_as_created
 from runs.statuses import OPEN_STEP_STATUSES
 from runs.tools import get_tool, schema_invalid, schema_problem
@@ -131,6 +131,41 @@ def create_steps(
     return insert_steps(steps, actor)
 
 
+def _declared_schema(project_id: int, declared: Any) -> StateSchema | None:
+    """The state schema version ``{"name", "version"?}`` names in the project (default
+    version: the newest); None for None.
+
+    Raises:
+        InvalidInput: not such an object, or naming no schema version of the project.
+    """
+    if declared is None:
+        return None
+    version = declared.get("version") if isinstance(declared, dict) else None
+    if (
+        not isinstance(declared, dict)
+        or set(declared) - {"name", "version"}
+        or not isinstance(declared.get("name"), str)
+        or not (version is None or (isinstance(version, int) and not isinstance(version, bool)))
+    ):
+        raise InvalidInput(
+            'state_schema must be {"name": ..., "version": ...} (version optional)',
+            field="state_schema",
+        )
+    found = StateSchema.objects.filter(project_id=project_id, name=declared["name"])
+    schema = (
+        found.order_by("-version").first()
+        if version is None
+        else found.filter(version=version).first()
+    )
+    if schema is None:
+        raise InvalidInput(
+            f"the project has no state schema {declared['name']!r}"
+            + ("" if version is None else f" version {version}"),
+            field="state_schema",
+        )
+    return schema
+
+
 def run_create(
     *,
     actor: Actor,
@@ -143,6 +178,7 @@ def run_create(
     deadline: Any = None,
     budget: Any = None,
     project: Project | None = None,
+    state_schema: Any = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -154,7 +190,9 @@ def run_create(
     ``AGENTOPS_DEFAULT_STEP_LIMIT``); ``deadline`` an aware datetime; ``budget`` the run's
     budget (``runs.budget.parse_budget``: ``max_tokens``, ``max_cost_usd``, ``max_steps``,
     ``deadline``, ``on_exceed``), whose ``max_steps`` and ``deadline`` stand for
-    ``step_limit`` and ``deadline``.
+    ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
+    project's state schema its agent state follows (``Run.state_schema``; default version:
+    the newest).
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -162,7 +200,8 @@ def run_create(
     Raises:
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
-            malformed budget or one that repeats ``step_limit`` or ``deadline``.
+            malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
+            schema the project does not have.
     """
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
@@ -186,9 +225,12 @@ def run_create(
         raise InvalidInput(
             f"{len(prepared.steps)} steps exceed the step limit of {limit}", field="steps"
         )
+    project_id = project.pk if project else default_project_id()
+    declared = _declared_schema(project_id, state_schema)
     with audited_atomic():
         run = Run(
-            project_id=project.pk if project else default_project_id(),
+            project_id=project_id,
+            state_schema=declared,
             goal=goal,
             agent=agent,
             input=prepared.input,
@@ -203,7 +245,10 @@ def run_create(
         run.context_tokens = sum(message.tokens for message in messages)
         run.save(force_insert=True)
         rows.insert(messages, returning=False)
-        record_transition(actor, run, "", agent=agent, goal=goal)
+        declared_payload: dict[str, Any] = {}
+        if declared is not None:
+            declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
+        record_transition(actor, run, "", agent=agent, goal=goal, **declared_payload)
         steps = create_steps(run, prepared.steps, first_index=0, actor=actor)
         advance_run_on_commit(run.pk)
     if project is not None:

@@ -14,7 +14,13 @@ from audit.services import audited_atomic
 from runs.agents import StepSpec
 from runs.control.create import create_steps
 from runs.models import CLIENT_DRIVEN, Checkpoint, Compaction, Message, Run, StateVersion, Step
-from runs.selectors import AgentState, active_compactions, agent_state_get
+from runs.selectors import (
+    AgentState,
+    active_compactions,
+    agent_state_get,
+    agent_state_upgraded,
+    run_state_schemas,
+)
 from runs.statuses import StepStatus
 from runs.tools import get_tool
 from runs.transitions import record_transition
@@ -79,7 +85,10 @@ def run_fork(
 
     The agent's own state (``runs.control.state``) starts as version ``state_version`` of the
     source's (default: ``fork_state_version``, what the agent knew before it came to step
-    ``from_index``): the new run's version 0, stored with operation ``fork``.
+    ``from_index``): the new run's version 0, stored with operation ``fork``. A source with a
+    state schema gives the fork the newest version of that schema, and that state upgraded to
+    it (``runs.selectors.agent_state_upgraded``): a fork of an old run starts on the current
+    schema.
 
     The new run's conversation is the source's messages appended before step ``from_index``
     existed (``Message.step_index``), copied as they are, and the compactions of them made
@@ -92,6 +101,8 @@ def run_fork(
             ``args`` not an object, failing the tool's schema or holding what PostgreSQL cannot
             store (``agentops.storable``); ``args`` with nothing to edit; ``state_version``
             not a version of the source's agent state.
+        MigrationFailed: that state cannot be upgraded to the newest schema version (a
+            ``Conflict``).
     """
     require_storable(args, field="args")
     source = Run.objects.get(pk=run_id)
@@ -114,7 +125,8 @@ def run_fork(
         reason = tool.validate_args(args) if tool else None
         if reason:
             raise InvalidInput(f"args: {reason}", field="args")
-    agent_state = _fork_state(source, from_index, state_version)
+    schemas = run_state_schemas(run_id=source.pk)
+    agent_state = agent_state_upgraded(_fork_state(source, from_index, state_version), schemas)
     checkpoints = {c.index: c.state for c in source.checkpoints.filter(index__lt=from_index)}
     before_step = Q(step_index__isnull=True) | Q(step_index__lt=from_index)
     messages = list(source.messages.filter(before_step).order_by("position"))
@@ -129,6 +141,7 @@ def run_fork(
             input=source.input,
             forked_from=source,
             forked_from_index=from_index,
+            state_schema=schemas[max(schemas)] if schemas else None,
             metadata={
                 **source.metadata,
                 "forked_from": {"run": str(source.pk), "index": from_index},
@@ -164,7 +177,12 @@ def run_fork(
                 writer_kind=actor.kind,
                 writer_id=actor.id,
                 writer_name=actor.name,
-                rationale=f"forked from run {source.pk} at state version {agent_state.version}",
+                rationale=f"forked from run {source.pk} at state version {agent_state.version}"
+                + (
+                    f" (schema v{agent_state.upgraded_from} -> v{agent_state.schema_version})"
+                    if agent_state.upgraded_from
+                    else ""
+                ),
             )
         for old in steps[:from_index]:
             step = Step.objects.create(

@@ -22,8 +22,9 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput, PreconditionFailed, TooLarge
 from agentops.storable import require_storable
 from audit.services import audited_atomic
-from runs.models import StateVersion, Step, state_etag, state_hash
-from runs.selectors import AgentState, agent_state_get
+from runs.models import STATE_SCHEMA_VERSION, StateVersion, Step, state_etag, state_hash
+from runs.selectors import AgentState, agent_state_get, agent_state_upgraded, run_state_schemas
+from runs.tools.schemas import schema_problem
 from runs.transitions import lock_run, record_event
 
 Operation = Literal["put", "merge_patch", "json_patch"]
@@ -160,8 +161,15 @@ def run_state_write(
     applies only when ``base_version`` is the current version, and stores version
     ``base_version + 1`` (``StateVersion``, unique per run). One audit event,
     ``run.state_written``, in the same transaction: the new and base versions, the hashes of
-    the state before and after, the operation, step index and rationale (published to live
-    clients after commit).
+    the state before and after, the operation, step index and rationale, and for a run with a
+    state schema the schema version written and the one the base was upgraded from
+    (published to live clients after commit).
+
+    A run that declared a state schema (``Run.state_schema``) writes under the newest version
+    of that schema: a current state stored under an older version is upgraded first
+    (``runs.selectors.agent_state_upgraded``) and the write applies to the upgraded state; the
+    result must match the newest version, and the new version records it as its
+    ``schema_version``.
 
     Raises:
         Run.DoesNotExist: unknown run.
@@ -169,7 +177,10 @@ def run_state_write(
         Conflict: the run is finished (succeeded, failed or cancelled: its state is final), or
             a JSON Patch does not apply to the current state.
         InvalidInput: an unknown operation, a malformed patch, a resulting state that is not
-            an object or nests deeper than ``MAX_STATE_DEPTH``, a bad rationale or step index.
+            an object, nests deeper than ``MAX_STATE_DEPTH`` or does not match the run's
+            state schema (``"<path>: <rule>"``), a bad rationale or step index.
+        MigrationFailed: the current state cannot be upgraded to the newest schema version
+            (a ``Conflict``).
         TooLarge: the resulting state is over ``MAX_STATE_BYTES``.
     """
     if operation not in OPERATIONS:
@@ -197,13 +208,26 @@ def run_state_write(
             raise Conflict(f"run is {run.status}: its state can no longer be written")
         if step_index is not None and not Step.objects.filter(run=run, index=step_index).exists():
             raise InvalidInput(f"the run has no step {step_index}", field="step_index")
-        state = _applied(current.state, operation, document)
+        schemas = run_state_schemas(run_id=run.pk)
+        base = agent_state_upgraded(current, schemas)
+        state = _applied(base.state, operation, document)
         size = check_state(state)
+        schema_version = STATE_SCHEMA_VERSION
+        if schemas:
+            schema_version = max(schemas)
+            problem = schema_problem(schemas[schema_version].schema, state)
+            if problem:
+                name = schemas[schema_version].name
+                raise InvalidInput(
+                    f"the state does not match schema {name} v{schema_version}: {problem}",
+                    field="state",
+                )
         new = StateVersion.objects.create(
             run=run,
             version=current.version + 1,
             state=state,
             state_hash=state_hash(state),
+            schema_version=schema_version,
             operation=operation,
             writer_kind=actor.kind,
             writer_id=actor.id,
@@ -223,5 +247,10 @@ def run_state_write(
             bytes=size,
             step_index=step_index,
             rationale=rationale,
+            **(
+                {"schema_version": schema_version, "upgraded_from": base.upgraded_from}
+                if schemas
+                else {}
+            ),
         )
     return AgentState(new.version, new.state, new.schema_version, new.state_hash)

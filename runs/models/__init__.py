@@ -35,7 +35,13 @@ from runs.models.retention import (
     RetentionPurge,
     _terminal_statuses,
 )
-from runs.models.state import STATE_SCHEMA_VERSION, StateVersion, state_etag, state_hash
+from runs.models.state import (
+    STATE_SCHEMA_VERSION,
+    StateSchema,
+    StateVersion,
+    state_etag,
+    state_hash,
+)
 from runs.statuses import (
     ATTEMPT_STATUSES,
     OPEN_STEP_STATUSES,
@@ -69,6 +75,7 @@ __all__ = [
     "RetentionPurge",
     "Risk",
     "Run",
+    "StateSchema",
     "StateVersion",
     "Step",
     "StepAttempt",
@@ -161,6 +168,16 @@ class Run(ConcurrentTransitions, models.Model):
         blank=True,
         editable=False,
         help_text="The index of the source run's step this fork started from (None: no fork).",
+    )
+    state_schema = models.ForeignKey(
+        "runs.StateSchema",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        help_text="The schema version of the agent's state the run declared when created "
+        "(None: none); its state follows the newest version of that schema's name.",
     )
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True

@@ -7,8 +7,8 @@ import json
 
 from django.db import models
 
-# The layout of an agent state document as the API serves it (``schema_version``): raise it
-# when the meaning of a stored state changes, so readers can tell old versions apart.
+# The ``schema_version`` of a state written by a run that declares no state schema
+# (``StateSchema``); a run that declares one records its schema's version instead.
 STATE_SCHEMA_VERSION = 1
 
 
@@ -35,7 +35,8 @@ class StateVersion(models.Model):
     actor kind, id and display name are copied (no foreign key: history outlives users);
     ``step_index`` is the index of the step the write belongs to (None: none); ``rationale``
     why the agent wrote it; ``operation`` how (``put``, ``merge_patch``, ``json_patch``,
-    ``fork``); ``schema_version`` is ``STATE_SCHEMA_VERSION`` when written.
+    ``fork``, ``migrate``); ``schema_version`` the version of the run's state schema
+    (``StateSchema``) it was written under, ``STATE_SCHEMA_VERSION`` for a run without one.
     """
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="state_versions")
@@ -60,3 +61,46 @@ class StateVersion(models.Model):
 
     def __str__(self) -> str:
         return f"state version {self.version} of run {self.run_id}"
+
+
+class StateSchema(models.Model):
+    """Version ``version`` (1, 2, ...) of the project's JSON Schema (draft 2020-12) named
+    ``name`` for the agent states of the runs that declare it (``Run.state_schema``).
+
+    ``schema`` is checked as a client's schema is (``runs.tools.schemas.schema_invalid``:
+    local ``$ref`` only, RE2 patterns, no reference loops). A version above 1 says how a state
+    of version ``version - 1`` becomes one of this version: ``migration_function``, the
+    dotted path of a function registered with ``runs.state_migrations.state_migration`` for
+    this name and version, or ``migration_steps``, a list of declarative steps
+    (``runs.state_migrations.check_steps``); version 1 has neither. Versions are never changed
+    or deleted once created (stored states name them); who created one is copied, as in
+    audit rows.
+    """
+
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, related_name="state_schemas"
+    )
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    schema = models.JSONField()
+    migration_function = models.CharField(max_length=255, blank=True)
+    migration_steps = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True)
+    created_by_kind = models.CharField(max_length=16)
+    created_by_id = models.CharField(max_length=255, blank=True)
+    created_by_name = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name", "version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name", "version"], name="stateschema_project_name_version_uniq"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(version__gte=1), name="stateschema_version_gte_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"

@@ -57,7 +57,12 @@ def write(
 def test_a_new_run_has_version_0_the_empty_state(operator_api, client_run):
     response = operator_api.get(run_url(client_run.pk, "state"))
     assert response.status_code == 200
-    assert response.json() == {"version": 0, "state": {}, "schema_version": 1}
+    assert response.json() == {
+        "version": 0,
+        "state": {},
+        "schema_version": 1,
+        "upgraded_from": None,
+    }
     assert response["ETag"] == etag(client_run, 0)
 
 
@@ -65,7 +70,7 @@ def test_put_then_both_patch_kinds_each_make_a_kept_version(operator_api, client
     plan = {"goal": "refund", "plan": ["look up", "refund"], "notes": {"a": 1, "b": 2}}
     put = write(operator_api, client_run, plan, version=0)
     assert put.status_code == 200, put.json()
-    assert put.json() == {"version": 1, "state": plan, "schema_version": 1}
+    assert put.json() == {"version": 1, "state": plan, "schema_version": 1, "upgraded_from": None}
     assert put["ETag"] == etag(client_run, 1)
 
     merged = write(
@@ -94,7 +99,12 @@ def test_put_then_both_patch_kinds_each_make_a_kept_version(operator_api, client
     )
     assert patched.status_code == 200, patched.json()
     final = {"goal": "refund twice", "plan": ["look up", "refund", "tell"], "notes": {"c": 3}}
-    assert patched.json() == {"version": 3, "state": final, "schema_version": 1}
+    assert patched.json() == {
+        "version": 3,
+        "state": final,
+        "schema_version": 1,
+        "upgraded_from": None,
+    }
 
     # Every version is kept and readable.
     for version, state in [(0, {}), (1, plan), (2, after_merge), (3, final)]:
@@ -387,4 +397,9 @@ def test_a_fork_starts_from_the_named_state_version(
         )
     assert forked.status_code == 201
     state = operator_api.get(run_url(forked.json()["id"], "state")).json()
-    assert state == {"version": 0, "state": {"plan": ["a"]}, "schema_version": 1}
+    assert state == {
+        "version": 0,
+        "state": {"plan": ["a"]},
+        "schema_version": 1,
+        "upgraded_from": None,
+    }

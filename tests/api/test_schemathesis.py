@@ -58,7 +58,11 @@ CONFIG = SchemathesisConfig.from_dict(
         "operations": [
             {"include-method": "POST", **_accepting("400", "401", "403", "404", "409", "422")},
             {
-                "include-name": ["GET /api/v1/runs/", "GET /api/v1/approvals/"],
+                "include-name": [
+                    "GET /api/v1/runs/",
+                    "GET /api/v1/approvals/",
+                    "GET /api/v1/state-schemas/",
+                ],
                 **_accepting("400", "401", "403"),
             },
             # A state write is made against the version its If-Match names: a generated one

@@ -145,21 +145,26 @@ class AsyncClient:
         metadata: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
         project: str | None = None,
+        state_schema: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
         ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
-        ``project``: the project's slug (default: the token's project).
+        ``project``: the project's slug (default: the token's project). ``state_schema``:
+        ``{"name", "version"?}``, the project's state schema the agent's state follows
+        (default version: the newest).
 
         Raises:
-            BadRequest: a malformed goal, metadata or budget, or a project outside the
-                token's.
+            BadRequest: a malformed goal, metadata or budget, a project outside the token's,
+                or a state schema the project does not have.
         """
         body: dict[str, Any] = {"agent": "client", "goal": goal, "metadata": metadata or {}}
         if budget is not None:
             body["budget"] = budget
         if project is not None:
             body["project"] = project
+        if state_schema is not None:
+            body["state_schema"] = state_schema
         return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
 
     async def get_run(self, run_id: str) -> Run:

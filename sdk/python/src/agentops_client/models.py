@@ -154,12 +154,15 @@ class Rejected:
 class AgentState:
     """One version of a run's agent state: ``version`` (0: the state the run started with),
     the ``state`` object, its ``schema_version``, and ``etag``, the version's entity tag to
-    make the next write against (sent as ``If-Match``)."""
+    make the next write against (sent as ``If-Match``). ``upgraded_from`` is the schema
+    version the state is stored under when the server shows it upgraded to a newer version of
+    the run's state schema (None: as stored)."""
 
     version: int
     state: dict[str, Any]
     schema_version: int
     etag: str
+    upgraded_from: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any], etag: str) -> AgentState:
@@ -168,4 +171,5 @@ class AgentState:
             state=data["state"],
             schema_version=data.get("schema_version", 1),
             etag=etag,
+            upgraded_from=data.get("upgraded_from"),
         )
