@@ -9,11 +9,13 @@ from testsupport.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
+# No run has it (a fixed id: test ids must be the same in every pytest-xdist worker).
+UNKNOWN_RUN = uuid.UUID("00000000-0000-4000-8000-000000000001")
 PAGES = [
     "/",
     "/fragment/runs/",
-    f"/runs/{uuid.uuid4()}/",
-    f"/runs/{uuid.uuid4()}/fragment/",
+    f"/runs/{UNKNOWN_RUN}/",
+    f"/runs/{UNKNOWN_RUN}/fragment/",
     "/approvals/",
     "/approvals/fragment/",
 ]
