@@ -91,7 +91,12 @@ def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewe
     note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
     assert note in shown[0]  # the inbox: the arguments
     assert note in shown[4]  # the card's context: the earlier result
-    assert f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown" in shown[5]
+    # The run page prints the result whole: cut at 100 levels as it is printed, or already
+    # at 64 as it was read, when Python's JSON parser ran out of stack on the way (how deep
+    # it gets depends on how deep the caller's stack already is: pytest-xdist's is deeper).
+    printed = f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown"
+    read = f"nested deeper than {MAX_JSON_DEPTH} levels: not read"
+    assert printed in shown[5] or read in shown[5]
 
 
 def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer, make_run):
