@@ -259,8 +259,8 @@ class ApprovalRequest(ConcurrentTransitions, models.Model):
         return f"approval {self.pk} for step {self.step_id} ({self.status})"
 
     def get_absolute_url(self) -> str:
-        """The request on its run's page (the ``#approval-<id>`` anchor, on its step)."""
-        return f"{reverse('run-detail', args=[self.run_id])}#approval-{self.pk}"
+        """The request's own page (``/approvals/<id>/``)."""
+        return reverse("approval-detail", args=[self.pk])
 
     @property
     def rule(self) -> ApprovalPolicy:

@@ -25,6 +25,7 @@ from approvals import selectors, services
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
+from approvals.transcript import compact_transcript, steps_not_in
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import CLIENT_DRIVEN
@@ -51,7 +52,8 @@ class InboxItem:
     this user may not
     decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
     (their approval so far, if any), and the paths of the run's page (``run_path``), of the
-    decision form (``decide_path``) and of the card's context (``context_path``)."""
+    decision form (``decide_path``), of the card's context (``context_path``) and of the
+    request's own page (``detail_path``)."""
 
     approval: ApprovalRequest
     preview: Preview
@@ -61,6 +63,7 @@ class InboxItem:
     run_path: str
     decide_path: str
     context_path: str
+    detail_path: str
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -110,6 +113,39 @@ def _preview(approval: ApprovalRequest) -> Preview:
     return tool_preview(step.tool, step.args, context)
 
 
+def _items(
+    request: HttpRequest, access: Access, approvals: list[ApprovalRequest]
+) -> list[InboxItem]:
+    """An ``InboxItem`` for each of ``approvals``, for the user of ``request``."""
+    decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
+    # The user's groups matter only to requests whose policy names deciding groups: read
+    # once, when the first of them needs them.
+    groups = functools.cache(lambda: set(request.user.groups.values_list("name", flat=True)))
+    # One reverse() each for the page, not one a card: the ids put into resolved paths.
+    run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
+    decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])
+    context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
+    detail_path = reverse("approval-detail", args=[_ID_PLACEHOLDER])
+    items = []
+    for approval in approvals:
+        decisions = decided.get(approval.pk, [])
+        own = f"/{approval.pk}/"
+        items.append(
+            InboxItem(
+                approval=approval,
+                preview=_preview(approval),
+                refusal=_refusal(request.user, access, approval, groups),
+                decisions=decisions,
+                own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
+                run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
+                decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                detail_path=detail_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+            )
+        )
+    return items
+
+
 def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     access = Access(request.user)
     pending = access.scope(
@@ -125,38 +161,15 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         # Nothing narrows the list: the facets' total is its count (one query fewer).
         paginator.count = facets.total
     page: Page = paginator.get_page(request.GET.get("page"))
-    approvals = list(page)
-    decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
-    # The user's groups matter only to requests whose policy names deciding groups: read
-    # once, when the first of them needs them.
-    groups = functools.cache(lambda: set(request.user.groups.values_list("name", flat=True)))
-    # One reverse() each for the page, not one a card: the ids put into resolved paths.
-    run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
-    decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])
-    context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
-    items = []
-    for approval in approvals:
-        decisions = decided.get(approval.pk, [])
-        items.append(
-            InboxItem(
-                approval=approval,
-                preview=_preview(approval),
-                refusal=_refusal(request.user, access, approval, groups),
-                decisions=decisions,
-                own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
-                run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
-                decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
-                context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
-            )
-        )
     return {
-        "items": items,
+        "items": _items(request, access, list(page)),
         "page": page,
         "filter": inbox_filter,
         "facets": facets,
         "place": urlencode(place),
         "place_without_page": urlencode({k: v for k, v in place.items() if k != "page"}),
         "filtered": bool(filtered),
+        "drafts": {},
     }
 
 
@@ -169,7 +182,9 @@ def approval_inbox(request: HttpRequest) -> HttpResponse:
     paged by GET parameters (``approvals.filters``)."""
     after = last_event_id()
     context = _inbox_context(request)
+    drafts = {item.approval.pk: _take_draft(request, item.approval.pk) for item in context["items"]}
     context.update(
+        drafts={pk: draft for pk, draft in drafts.items() if draft},
         nav="approvals",
         last_event_id=after,
         ws_path="/ws/approvals/",
@@ -194,28 +209,96 @@ def _approval_project(approval_id: int) -> int | None:
     )
 
 
+def _call_context(approval: ApprovalRequest) -> dict[str, Any]:
+    """What led to ``approval``'s call: the run's goal (``run``), its conversation up to the
+    call (``conversation_before_call``) as a compact ``transcript`` (each tool call once,
+    beside its result, the call under review last), and of the last
+    ``EARLIER_STEPS_SHOWN`` steps before it those whose results the transcript does not show
+    (``earlier_steps``; ``earlier_count``: how many there were before the call)."""
+    run, step = approval.run, approval.step
+    transcript = compact_transcript(
+        conversation_before_call(run, step), under_review=step.tool_call_id
+    )
+    earlier = selectors.earlier_steps([approval], limit=EARLIER_STEPS_SHOWN).get(approval.pk, [])
+    return {
+        "run": run,
+        "step": step,
+        "transcript": transcript,
+        "earlier_steps": steps_not_in(transcript, earlier),
+        "earlier_shown": len(earlier),
+    }
+
+
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 @object_permission("approvals.view_approvalrequest", _approval_project, "approval_id")
 def approval_context(request: HttpRequest, approval_id: int) -> HttpResponse:
     """What led to an approval request's call (an HTML fragment, loaded when its card's
-    context section is opened): the run's goal, its conversation up to the call
-    (``conversation_before_call``) and the results of the last ``EARLIER_STEPS_SHOWN`` steps
-    before it.
+    context section is opened): ``_call_context``.
 
     Raises:
         Http404: no such request, or one in a project the user may not see.
     """
     approval = selectors.approval_list().get(pk=approval_id)
-    earlier = selectors.earlier_steps([approval], limit=EARLIER_STEPS_SHOWN)
+    return render(request, "approvals/_card_context.html", _call_context(approval))
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+@object_permission("approvals.view_approvalrequest", _approval_project, "approval_id")
+def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """One approval request on its own page (``/approvals/<id>/``), whatever its status: where
+    every link to a request leads (notifications, the run page, the inbox's cards), so a link
+    never depends on the inbox's page or filters. It shows what its card shows, with the
+    context already open; a pending request the user may decide gets the decision form, and
+    what they typed into it before a refused decision (``_keep_draft``) fills it again.
+
+    Raises:
+        Http404: no such request, or one in a project the user may not see.
+    """
+    approval = selectors.approval_list().get(pk=approval_id)
+    (item,) = _items(request, Access(request.user), [approval])
     context = {
-        "run": approval.run,
-        "step": approval.step,
-        "conversation": conversation_before_call(approval.run, approval.step),
-        "earlier_steps": earlier.get(approval.pk, []),
+        **_call_context(approval),
+        "item": item,
+        "drafts": {approval.pk: _take_draft(request, approval.pk)},
+        "place": "",
+        "nav": "approvals",
     }
-    return render(request, "approvals/_card_context.html", context)
+    return render(request, "approvals/detail.html", context)
+
+
+# A refused decision keeps what the reviewer typed (its comment and edited arguments) in their
+# session, by approval id, until the form is shown again; a draft longer than this (in
+# characters) is not kept.
+_DRAFTS = "approval_drafts"
+MAX_DRAFT = 200_000
+
+
+def _keep_draft(request: HttpRequest, approval_id: int) -> None:
+    """Keep the posted ``comment`` and ``args`` text of a refused decision on ``approval_id``
+    for the next showing of its form (``_take_draft``)."""
+    # The arguments only count in an approval (a rejection ignores the editor).
+    args = request.POST.get("args", "") if request.POST.get("decision") == Decision.APPROVE else ""
+    draft = {"comment": request.POST.get("comment", ""), "args": args}
+    if len(draft["comment"]) + len(draft["args"]) > MAX_DRAFT:
+        return
+    drafts = request.session.get(_DRAFTS, {})
+    drafts[str(approval_id)] = draft
+    request.session[_DRAFTS] = drafts
+
+
+def _take_draft(request: HttpRequest, approval_id: int) -> dict[str, str]:
+    """The draft kept for ``approval_id`` (``{"comment": text, "args": text}``), removed from
+    the session; ``{}`` when none is."""
+    drafts = request.session.get(_DRAFTS)
+    if not drafts or str(approval_id) not in drafts:
+        return {}
+    draft: dict[str, str] = drafts.pop(str(approval_id))
+    request.session[_DRAFTS] = drafts
+    return draft
 
 
 def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirect:
@@ -232,18 +315,36 @@ def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirec
     return HttpResponseRedirect(url)
 
 
+def _back(request: HttpRequest, approval_id: int, focus: str) -> HttpResponseRedirect:
+    """Where a decision on ``approval_id`` returns: the request's own page when it was made
+    there (POST ``back``: ``request``), else the inbox at the reviewer's place, ``focus``
+    (an approval id) as the card to focus."""
+    if request.POST.get("back") == "request":
+        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
+    return _back_to_place(request, focus)
+
+
+def _refused(request: HttpRequest, approval_id: int, text: str) -> HttpResponseRedirect:
+    """Say why a decision on ``approval_id`` was refused, keep what the reviewer typed, and
+    return to the request."""
+    messages.error(request, text)
+    _keep_draft(request, approval_id)
+    return _back(request, approval_id, str(approval_id))
+
+
 @require_POST
 @login_required
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     """Approve or reject (POST ``decision``: approve|reject, ``comment``: required to reject;
     to approve with edits, ``args``: the arguments as JSON text), then back to the inbox at
     the reviewer's place (``place``: the inbox's query string; ``next``: the id of the card to
-    focus after a decision).
+    focus after a decision), or to the request's own page (``back``: ``request``).
 
     Every refusal of the service (not pending any more, already decided, own run, no reviewer
     permission, bad input) and a rejection without a reason become an error message on the
-    inbox, the card focused again; so does a request that does not exist or is in a project
-    the user may not see (the same message for both).
+    request (its card focused and opened again, or its page), what the reviewer typed kept
+    in the form (``_keep_draft``); a request that does not exist or is in a project the user
+    may not see gets the same message, on the inbox.
     """
     project_id = (
         ApprovalRequest.objects.filter(pk=approval_id).values_list("run__project_id", flat=True)
@@ -253,16 +354,15 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     ):
         messages.error(request, f"Approval request {approval_id} does not exist.")
         return _back_to_place(request)
-    again = str(approval_id)
     decision = request.POST.get("decision", "")
     comment = request.POST.get("comment", "").strip()
     if decision == Decision.REJECT and not comment:
-        messages.error(
+        return _refused(
             request,
+            approval_id,
             "Could not record your rejection: give a reason (the agent and the audit log "
             "keep it). Nothing was changed.",
         )
-        return _back_to_place(request, again)
     args_text = request.POST.get("args", "")
     args = None
     if decision == Decision.APPROVE and args_text.strip():
@@ -271,10 +371,11 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         try:
             args = json.loads(args_text)
         except ValueError as exc:
-            messages.error(
-                request, f"Could not record your decision: the arguments are not JSON ({exc})."
+            return _refused(
+                request,
+                approval_id,
+                f"Could not record your decision: the arguments are not JSON ({exc}).",
             )
-            return _back_to_place(request, again)
     try:
         approval = services.approval_decide(
             approval_id=approval_id,
@@ -284,8 +385,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             args=args,
         )
     except (Conflict, PermissionDenied, InvalidInput) as exc:
-        messages.error(request, f"Could not record your decision: {exc}.")
-        return _back_to_place(request, again)
+        return _refused(request, approval_id, f"Could not record your decision: {exc}.")
     tool = approval.step.tool
     if decision == Decision.REJECT:
         if approval.run.agent in CLIENT_DRIVEN:
@@ -306,4 +406,4 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         )
     else:
         messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
-    return _back_to_place(request, request.POST.get("next", ""))
+    return _back(request, approval_id, request.POST.get("next", ""))

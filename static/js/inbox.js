@@ -12,7 +12,8 @@
 (function () {
   "use strict";
 
-  var region = document.getElementById("live-region");
+  // The inbox's list, or a request's own page (one request, always the current one).
+  var region = document.getElementById("live-region") || document.querySelector("[data-approval-page]");
   if (!region) {
     return;
   }
@@ -28,7 +29,7 @@
   }
 
   function currentCard() {
-    return cardOf(document.activeElement);
+    return region.dataset.approvalPage !== undefined ? region : cardOf(document.activeElement);
   }
 
   function focusCard(card) {
@@ -122,8 +123,7 @@
         if (!approve) {
           return;
         }
-        var tool = card.querySelector("[data-approval-tool]").textContent;
-        window.agentopsConfirm(approve, "Approve " + tool + "? The call runs once approved.", "Approve");
+        window.agentopsConfirm(approve, approve.dataset.confirm, approve.dataset.confirmLabel);
         break;
       }
       case "r": {
@@ -158,7 +158,9 @@
 
   region.addEventListener("live:updated", showCount);
 
-  // Back from a decision: focus the card named in the address (the next one), or the first.
+  // Back from a decision: focus the card named in the address (the next one). A request not
+  // on this page (an old link, or one decided meanwhile) focuses nothing, so a shortcut can
+  // never act on a request the reviewer did not choose: a notice links to its own page.
   // After "load": the browser's own move to the address's fragment would undo it before.
   function focusWanted() {
     var wanted = /^#approval-(\d+)$/.exec(window.location.hash);
@@ -167,7 +169,12 @@
     }
     var target = document.getElementById("approval-" + wanted[1]);
     if (!target) {
-      focusCard(cardOf(summaries()[0]));
+      var notice = document.querySelector("[data-missing-request]");
+      if (notice) {
+        notice.querySelector("a").href = notice.dataset.pathTemplate.replace("/0/", "/" + wanted[1] + "/");
+        notice.querySelector("[data-missing-id]").textContent = wanted[1];
+        notice.hidden = false;
+      }
       return;
     }
     focusCard(target);
