@@ -332,11 +332,19 @@ APPROVAL_STATUSES = status_map(
 
 
 class Decision(models.TextChoices):
+    """A reviewer's decision. ``respond`` refuses the call as ``reject`` does, its comment an
+    answer handed to the agent as the call's outcome (LangGraph Agent Inbox's "respond")."""
+
     APPROVE = "approve", "Approve"
     REJECT = "reject", "Reject"
+    RESPOND = "respond", "Respond"
 
 
-DECISION_PAST_TENSE: dict[str, str] = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+DECISION_PAST_TENSE: dict[str, str] = {
+    Decision.APPROVE: "approved",
+    Decision.REJECT: "rejected",
+    Decision.RESPOND: "responded",
+}
 
 
 class ApprovalDecision(models.Model):
@@ -370,7 +378,7 @@ class ApprovalDecision(models.Model):
 
     @property
     def past_tense(self) -> str:
-        """The decision as a verb in the past: ``approved`` or ``rejected``."""
+        """The decision as a verb in the past: ``approved``, ``rejected`` or ``responded``."""
         return DECISION_PAST_TENSE[self.decision]
 
 

@@ -158,12 +158,14 @@ def approval_decide(
 ) -> ApprovalRequest:
     """Record a reviewer's decision on a pending approval request.
 
-    ``decision`` is approve or reject. One rejection rejects the request: its gate refuses the
-    step, which becomes ``rejected`` with ``{"type": "rejected", "reason": comment,
+    ``decision`` is approve, reject or respond. One rejection rejects the request: its gate
+    refuses the step, which becomes ``rejected`` with ``{"type": "rejected", "reason": comment,
     "message": comment or a default, "reviewer": name}`` as its error (a client run goes on
-    with it as the call's outcome; other runs fail). As many approvals from different
-    reviewers as the request's policy requires approve it: the step is queued and the run
-    continues. Who may decide is the policy's rule (``ApprovalPolicy.refusal``).
+    with it as the call's outcome; other runs fail). A response (``respond``, its ``comment``
+    required: the answer for the agent) does the same with ``"type": "responded"``. As many
+    approvals from different reviewers as the request's policy requires approve it: the step
+    is queued and the run continues. Who may decide is the policy's rule
+    (``ApprovalPolicy.refusal``).
 
     An approval may come with edited ``args`` (a JSON object that passes the tool's schema):
     the step then runs with them under a new idempotency key, the audit log keeps both
@@ -175,10 +177,10 @@ def approval_decide(
 
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
-        InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string or
-            longer than ``MAX_COMMENT``, ``comment`` or ``args`` hold what PostgreSQL cannot
-            store (``agentops.storable``), or ``args`` come with a rejection, are not an object
-            or fail the tool's schema.
+        InvalidInput: ``decision`` is not approve, reject or respond, a response has no text,
+            ``comment`` is not a string or longer than ``MAX_COMMENT``, ``comment`` or
+            ``args`` hold what PostgreSQL cannot store (``agentops.storable``), or ``args``
+            come with a rejection or a response, are not an object or fail the tool's schema.
         PermissionDenied: the policy does not let the actor decide (not a reviewer of the run's
             project, or they requested the run or the step).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
@@ -192,6 +194,8 @@ def approval_decide(
     require_storable(args, field="args")
     if args is not None and decision != Decision.APPROVE:
         raise InvalidInput("only an approval may edit the arguments", field="args")
+    if decision == Decision.RESPOND and not comment.strip():
+        raise InvalidInput("a response needs its text for the agent", field="comment")
     user = actor.user
     if user is None or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("only reviewers may decide approval requests")
@@ -259,16 +263,16 @@ def _decide_locked(
         raise Conflict("you already decided on this approval request") from None
     _record_pending(actor, approval, run, "approval.decision", decision=decision, comment=comment)
     now = timezone.now()
-    if decision == Decision.REJECT:
+    if decision in (Decision.REJECT, Decision.RESPOND):
         approval.reject(now=now)
         approval.save()
-        _record(actor, approval, ApprovalStatus.PENDING, comment=comment)
+        _record(actor, approval, ApprovalStatus.PENDING, comment=comment, decision=decision)
         gate_refused_locked(
             run=run,
             step=step,
             actor=actor,
             error={
-                "type": "rejected",
+                "type": "responded" if decision == Decision.RESPOND else "rejected",
                 "reason": comment,
                 "message": comment or "rejected by a reviewer",
                 "reviewer": actor.name,

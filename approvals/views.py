@@ -29,7 +29,7 @@ from approvals.transcript import compact_transcript, steps_not_in
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import CLIENT_DRIVEN
-from runs.selectors import conversation_before_call
+from runs.selectors import ArgsEdit, args_edits, conversation_before_call
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
@@ -51,15 +51,17 @@ class InboxItem:
     are loaded when the card's context is opened: ``approval_context``), ``refusal`` (why
     this user may not
     decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
-    (their approval so far, if any), and the paths of the run's page (``run_path``), of the
-    decision form (``decide_path``), of the card's context (``context_path``) and of the
-    request's own page (``detail_path``)."""
+    (their approval so far, if any), ``edits`` (people's edits of the call's arguments while
+    it waited, oldest first: ``runs.selectors.ArgsEdit``), and the paths of the run's page
+    (``run_path``), of the decision form (``decide_path``), of the card's context
+    (``context_path``) and of the request's own page (``detail_path``)."""
 
     approval: ApprovalRequest
     preview: Preview
     refusal: str
     decisions: list[ApprovalDecision]
     own_decision: ApprovalDecision | None
+    edits: list[ArgsEdit]
     run_path: str
     decide_path: str
     context_path: str
@@ -118,6 +120,10 @@ def _items(
 ) -> list[InboxItem]:
     """An ``InboxItem`` for each of ``approvals``, for the user of ``request``."""
     decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
+    edits = args_edits(
+        run_ids=list({approval.run_id for approval in approvals}),
+        step_ids=[approval.step_id for approval in approvals],
+    )
     # The user's groups matter only to requests whose policy names deciding groups: read
     # once, when the first of them needs them.
     groups = functools.cache(lambda: set(request.user.groups.values_list("name", flat=True)))
@@ -137,6 +143,7 @@ def _items(
                 refusal=_refusal(request.user, access, approval, groups),
                 decisions=decisions,
                 own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
+                edits=edits.get(approval.step_id, []),
                 run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
                 decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", own),
                 context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", own),
@@ -335,7 +342,8 @@ def _refused(request: HttpRequest, approval_id: int, text: str) -> HttpResponseR
 @require_POST
 @login_required
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Approve or reject (POST ``decision``: approve|reject, ``comment``: required to reject;
+    """Approve, reject or respond (POST ``decision``: approve|reject|respond, ``comment``:
+    required to reject, and the answer for the agent to respond;
     to approve with edits, ``args``: the arguments as JSON text), then back to the inbox at
     the reviewer's place (``place``: the inbox's query string; ``next``: the id of the card to
     focus after a decision), or to the request's own page (``back``: ``request``).
@@ -363,6 +371,13 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             "Could not record your rejection: give a reason (the agent and the audit log "
             "keep it). Nothing was changed.",
         )
+    if decision == Decision.RESPOND and not comment:
+        return _refused(
+            request,
+            approval_id,
+            "Could not send your response: write it in the comment (the agent gets it as the "
+            "call's outcome). Nothing was changed.",
+        )
     args_text = request.POST.get("args", "")
     args = None
     if decision == Decision.APPROVE and args_text.strip():
@@ -387,7 +402,17 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     except (Conflict, PermissionDenied, InvalidInput) as exc:
         return _refused(request, approval_id, f"Could not record your decision: {exc}.")
     tool = approval.step.tool
-    if decision == Decision.REJECT:
+    if decision == Decision.RESPOND:
+        messages.success(
+            request,
+            f"Responded to {tool}: the call is refused and the agent gets your answer"
+            + (
+                " as its outcome."
+                if approval.run.agent in CLIENT_DRIVEN
+                else "; the run has failed."
+            ),
+        )
+    elif decision == Decision.REJECT:
         if approval.run.agent in CLIENT_DRIVEN:
             messages.success(
                 request, f"Rejected {tool}: the agent gets your reason as its outcome."

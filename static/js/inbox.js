@@ -84,16 +84,17 @@
     return missing;
   }
 
-  // A rejection needs a reason: refused here before the confirmation (and by the server).
+  // A rejection needs a reason, a response its text: refused here before the confirmation
+  // (and by the server).
   region.addEventListener("confirm:before", function (event) {
     var button = event.target;
-    if (button.value === "reject" && button.form && commentMissing(button.form)) {
+    if ((button.value === "reject" || button.value === "respond") && button.form && commentMissing(button.form)) {
       event.preventDefault();
     }
   });
   region.addEventListener("submit", function (event) {
     var submitter = event.submitter;
-    if (submitter && submitter.value === "reject" && commentMissing(event.target)) {
+    if (submitter && (submitter.value === "reject" || submitter.value === "respond") && commentMissing(event.target)) {
       event.preventDefault();
     }
   });
