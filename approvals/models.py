@@ -72,7 +72,8 @@ class RiskRule(models.Model):
     ``pattern`` is a shell-style pattern (``fnmatch``: ``book_*``, ``calculate``) matched against
     the tool name, and ``condition`` (optional) an expression over the call's arguments
     (``amount > 500``; grammar in ``approvals.conditions``). The enabled rule with the lowest
-    ``priority`` whose pattern and condition match wins over the tool's declared risk.
+    ``priority`` whose pattern and condition match wins over the tool's declared risk; a rule
+    not ``applies_to_read_only`` is skipped for a tool that declares itself read-only.
     ``required_approvals`` overrides the default count (1 for high, 2 for critical) when set.
 
     The policy of a call it classifies (``approvals.policy.ApprovalPolicy``): ``approvers``
@@ -97,6 +98,12 @@ class RiskRule(models.Model):
     required_approvals = models.PositiveSmallIntegerField(null=True, blank=True)
     priority = models.PositiveIntegerField(default=100, help_text="Lower wins.")
     enabled = models.BooleanField(default=True)
+    applies_to_read_only = models.BooleanField(
+        default=True,
+        help_text="Also classify calls of tools that declare themselves read-only (an MCP "
+        "server's readOnlyHint, or a registered tool without side effects). The seeded name "
+        "patterns for writes do not: a read-only tool is low risk unless a rule says otherwise.",
+    )
     description = models.CharField(
         max_length=200, blank=True, help_text="A name for the rule, shown to reviewers."
     )
