@@ -7,6 +7,7 @@ Lock order as in ``runs.transitions``: the run row, then the step, then the appr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -45,6 +46,7 @@ __all__ = [
     "DECIDE_PERMISSION",
     "ApprovalGate",
     "approval_decide",
+    "approval_decide_many",
     "approval_escalate_due",
     "approval_expire_due",
     "approval_remind_due",
@@ -220,6 +222,56 @@ def approval_decide(
     if expired:
         raise Conflict(f"approval request expired at {approval.expires_at.isoformat()}")
     return approval
+
+
+# The most requests one bulk decision takes (a page of the inbox holds 25; a group, more).
+MAX_BULK = 200
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What a bulk decision did: the ids of the requests it ``decided`` (in the order given),
+    and why each of the others was ``refused`` (id → the refusal, in words)."""
+
+    decided: list[int]
+    refused: dict[int, str]
+
+
+def approval_decide_many(
+    *, approval_ids: list[int], actor: Actor, decision: str, comment: str = ""
+) -> BulkOutcome:
+    """Record one reviewer's decision (approve, reject or respond, with ``comment``) on each
+    of ``approval_ids`` (duplicates once), each through ``approval_decide`` in its own
+    transaction: the same four-eyes rule, M approvals and deciding groups per request, each
+    audited on its own. A request refused (not pending, already decided by this reviewer,
+    their own run, another project's, bad input) is reported and changes nothing; the others
+    are applied. No request is ever left half-decided.
+
+    Raises:
+        InvalidInput: no ids, more than ``MAX_BULK``, or ``decision`` is not one of
+            ``Decision`` (nothing is decided).
+    """
+    wanted = list(dict.fromkeys(approval_ids))
+    if not wanted:
+        raise InvalidInput("select at least one request", field="ids")
+    if len(wanted) > MAX_BULK:
+        raise InvalidInput(f"at most {MAX_BULK} requests at once", field="ids")
+    if decision not in Decision.values:
+        raise InvalidInput(f"decision must be one of {Decision.values}", field="decision")
+    decided: list[int] = []
+    refused: dict[int, str] = {}
+    for approval_id in wanted:
+        try:
+            approval_decide(
+                approval_id=approval_id, actor=actor, decision=decision, comment=comment
+            )
+        except ApprovalRequest.DoesNotExist:
+            refused[approval_id] = "no such request"
+        except (Conflict, PermissionDenied, InvalidInput) as exc:
+            refused[approval_id] = str(exc)
+        else:
+            decided.append(approval_id)
+    return BulkOutcome(decided=decided, refused=refused)
 
 
 def _decide_locked(

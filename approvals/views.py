@@ -24,12 +24,19 @@ from agentops.errors import Conflict, InvalidInput
 from approvals import selectors, services
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
+from approvals.models import (
+    DECISION_PAST_TENSE,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
+    Decision,
+)
 from approvals.transcript import compact_transcript, steps_not_in
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import CLIENT_DRIVEN
 from runs.selectors import ArgsEdit, args_edits, conversation_before_call
+from runs.tools import get_tool
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
@@ -52,7 +59,9 @@ class InboxItem:
     this user may not
     decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
     (their approval so far, if any), ``edits`` (people's edits of the call's arguments while
-    it waited, oldest first: ``runs.selectors.ArgsEdit``), and the paths of the run's page
+    it waited, oldest first: ``runs.selectors.ArgsEdit``), ``key_args`` (``_key_arguments``),
+    ``identical`` (how many pending requests the user may see ask for this very call, this
+    one included; 0: not counted), and the paths of the run's page
     (``run_path``), of the decision form (``decide_path``), of the card's context
     (``context_path``) and of the request's own page (``detail_path``)."""
 
@@ -62,10 +71,12 @@ class InboxItem:
     decisions: list[ApprovalDecision]
     own_decision: ApprovalDecision | None
     edits: list[ArgsEdit]
+    key_args: list[tuple[str, str]]
     run_path: str
     decide_path: str
     context_path: str
     detail_path: str
+    identical: int = 0
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -115,6 +126,35 @@ def _preview(approval: ApprovalRequest) -> Preview:
     return tool_preview(step.tool, step.args, context)
 
 
+# What a request's line shows of its arguments: this many of them, each value cut to this many
+# characters.
+KEY_ARGS_SHOWN = 3
+KEY_VALUE_CHARS = 40
+
+
+def _short(value: Any) -> str:
+    """``value`` (any JSON an agent wrote) in at most ``KEY_VALUE_CHARS`` characters; a list
+    or an object is only named with its size (never walked: it may be nested deep)."""
+    if isinstance(value, list):
+        if len(value) == 1 and isinstance(value[0], str | int | float | bool):
+            return _short(value[0])
+        return f"[{len(value)} items]"
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= KEY_VALUE_CHARS else text[: KEY_VALUE_CHARS - 1] + "…"
+
+
+def _key_arguments(tool_name: str, args: Any) -> list[tuple[str, str]]:
+    """The arguments a request's line shows, as ``(name, short value)``: those the tool
+    declares (``Tool.key_args``) that the call has, else its first ``KEY_ARGS_SHOWN``."""
+    if not isinstance(args, dict):
+        return []
+    tool = get_tool(tool_name)
+    names = [n for n in tool.key_args if n in args] if tool and tool.key_args else list(args)
+    return [(str(name)[:KEY_VALUE_CHARS], _short(args[name])) for name in names[:KEY_ARGS_SHOWN]]
+
+
 def _items(
     request: HttpRequest, access: Access, approvals: list[ApprovalRequest]
 ) -> list[InboxItem]:
@@ -144,6 +184,7 @@ def _items(
                 decisions=decisions,
                 own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
                 edits=edits.get(approval.step_id, []),
+                key_args=_key_arguments(approval.step.tool, approval.step.args),
                 run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
                 decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", own),
                 context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", own),
@@ -168,8 +209,14 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         # Nothing narrows the list: the facets' total is its count (one query fewer).
         paginator.count = facets.total
     page: Page = paginator.get_page(request.GET.get("page"))
+    approvals = list(page)
+    items = _items(request, access, approvals)
+    identical = selectors.identical_counts(pending, approvals)
+    for item in items:
+        step = item.approval.step
+        item.identical = identical.get((step.tool, step.args_hash), 0)
     return {
-        "items": _items(request, access, list(page)),
+        "items": items,
         "page": page,
         "filter": inbox_filter,
         "facets": facets,
@@ -432,3 +479,64 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
     return _back(request, approval_id, request.POST.get("next", ""))
+
+
+def _is_id(value: str) -> bool:
+    """Whether ``value`` is an approval id's text (ASCII digits, at most 18)."""
+    return value.isascii() and value.isdigit() and len(value) <= 18
+
+
+@require_POST
+@login_required
+def approval_decide_bulk(request: HttpRequest) -> HttpResponse:
+    """One decision on a selection of requests (POST ``ids``: approval ids, repeated;
+    ``decision``: approve|reject|respond; ``comment``: required to reject or respond), each
+    through the same service and rules as a single decision
+    (``services.approval_decide_many``), then back to the inbox at the reviewer's place
+    (``place``). What was decided and each refusal, by request, become messages; ids that are
+    not numbers, unknown, or of a project the user may not see are refused as "does not
+    exist", and a missing reason refuses the whole selection (nothing changes).
+    """
+    raw = request.POST.getlist("ids")
+    ids = [int(value) for value in raw if _is_id(value)]
+    visible = set(
+        Access(request.user)
+        .scope(
+            ApprovalRequest.objects.filter(pk__in=ids),
+            "approvals.view_approvalrequest",
+            "run__project_id",
+        )
+        .values_list("pk", flat=True)
+    )
+    decision = request.POST.get("decision", "")
+    comment = request.POST.get("comment", "").strip()
+    if decision in (Decision.REJECT, Decision.RESPOND) and not comment:
+        messages.error(
+            request,
+            "Could not record your decision on the selection: give a reason (or the answer "
+            "to send). Nothing was changed.",
+        )
+        return _back_to_place(request)
+    hidden = len(raw) - sum(1 for value in raw if _is_id(value) and int(value) in visible)
+    if hidden:
+        messages.error(request, f"{hidden} of the selected requests do not exist.")
+    chosen = [pk for pk in ids if pk in visible]
+    if hidden and not chosen:
+        return _back_to_place(request)
+    try:
+        outcome = services.approval_decide_many(
+            approval_ids=chosen,
+            actor=Actor.for_user(request.user),
+            decision=decision,
+            comment=comment,
+        )
+    except InvalidInput as exc:
+        messages.error(request, f"Could not record your decision on the selection: {exc}.")
+        return _back_to_place(request)
+    if outcome.decided:
+        verb = DECISION_PAST_TENSE[decision].capitalize()
+        count = len(outcome.decided)
+        messages.success(request, f"{verb} {count} request{'s' if count != 1 else ''}.")
+    for approval_id, why in outcome.refused.items():
+        messages.error(request, f"Request #{approval_id} was not decided: {why}.")
+    return _back_to_place(request)

@@ -159,6 +159,44 @@
 
   region.addEventListener("live:updated", showCount);
 
+  // Bulk decisions: select requests (or all on the page), then approve or reject them with
+  // one comment; a rejection needs it, and nothing is sent without a selection.
+  var bulk = document.getElementById("bulk-form");
+  function selected() {
+    return region.querySelectorAll("[data-select]:checked").length;
+  }
+  function showSelected() {
+    var count = bulk && bulk.querySelector("[data-selected-count]");
+    if (count) {
+      count.textContent = selected() + " selected";
+    }
+  }
+  if (bulk) {
+    bulk.querySelector("[data-select-all]").addEventListener("change", function (event) {
+      region.querySelectorAll("[data-select]").forEach(function (box) {
+        box.checked = event.target.checked;
+      });
+      showSelected();
+    });
+    region.addEventListener("change", function (event) {
+      if (event.target.matches && event.target.matches("[data-select]")) {
+        showSelected();
+      }
+    });
+    region.addEventListener("live:updated", showSelected);
+    bulk.addEventListener("confirm:before", function (event) {
+      var comment = bulk.querySelector("[data-bulk-comment]");
+      if (!selected()) {
+        event.preventDefault();
+        bulk.querySelector("[data-select-all]").focus();
+      } else if (event.target.value === "reject" && !comment.value.trim()) {
+        event.preventDefault();
+        comment.setAttribute("aria-invalid", "true");
+        comment.focus();
+      }
+    });
+  }
+
   // Back from a decision: focus the card named in the address (the next one). A request not
   // on this page (an old link, or one decided meanwhile) focuses nothing, so a shortcut can
   // never act on a request the reviewer did not choose: a notice links to its own page.
