@@ -2,7 +2,8 @@
 
 ``tool``, ``risk``, ``run`` (id), ``project`` (id), ``age`` (older than: ``1h``, ``1d``,
 ``7d``), ``q`` (text in the run's goal or the tool's name, case-insensitive), ``same`` (the
-arguments' ``Step.args_hash``: with ``tool``, the requests for one identical call) and ``sort``
+arguments' ``Step.args_hash``: with ``tool``, the requests for one identical call), ``show``
+(``mine``, ``snoozed``: the user's own marks, ``selectors.inbox_shown``) and ``sort``
 (``oldest``, the default; ``newest``; ``risk``: critical first, then oldest). A value that is
 not valid (an unknown risk, a malformed run id) is left out of the filtering and shown as the
 form's error, never a server error.
@@ -28,7 +29,7 @@ AGE_CHOICES = [
 ]
 SORT_CHOICES = [("oldest", "oldest first"), ("newest", "newest first"), ("risk", "riskiest first")]
 # The GET parameters that make a reviewer's place in the inbox (with ``page``).
-PLACE_PARAMETERS = ("tool", "risk", "run", "project", "age", "q", "same", "sort", "page")
+PLACE_PARAMETERS = ("tool", "risk", "run", "project", "age", "q", "same", "show", "sort", "page")
 RISK_ORDER = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2, Risk.CRITICAL: 3}
 
 

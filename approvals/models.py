@@ -462,3 +462,26 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.channel} to {self.recipient_name or 'webhook'} ({self.status})"
+
+
+class ApprovalMark(models.Model):
+    """One reviewer's own marks on an approval request: ``snoozed_until`` (hidden from their
+    inbox until then; None: not snoozed) and ``assigned_at`` (they took it on: "assign to
+    me"; None: not assigned). Other reviewers' inboxes are unchanged. Changed only by
+    ``approvals.marks``, each change audited (``approval.snoozed``, ``approval.assigned``,
+    ...)."""
+
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="marks")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approval_marks"
+    )
+    snoozed_until = models.DateTimeField(null=True, blank=True)
+    assigned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "user"], name="approval_mark_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"marks of user {self.user_id} on approval {self.approval_id}"

@@ -6,10 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, F, Prefetch, QuerySet, Window
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, QuerySet, Window
 from django.db.models.functions import RowNumber
+from django.utils import timezone
 
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest, ApprovalStatus
 from runs.models import Risk, Step
 
 
@@ -170,3 +171,34 @@ def identical_counts(
         .annotate(n=Count("id"))
     )
     return {(tool, digest): n for tool, digest, n in rows}
+
+
+def inbox_shown(
+    pending: QuerySet[ApprovalRequest], *, user_id: int, show: str, marks: dict[int, ApprovalMark]
+) -> tuple[QuerySet[ApprovalRequest], bool]:
+    """Which of ``pending`` the inbox of user ``user_id`` lists, by ``show``: ``""`` those
+    they have not snoozed (until a time still to come), ``mine`` those of them assigned to
+    them, ``snoozed`` only those they snoozed; ``marks`` are their marks (``pending_marks``).
+    Also whether any request is snoozed by them now (then the list is not all of
+    ``pending``). No query of its own."""
+    now = timezone.now()
+    snoozing = any(m.snoozed_until and m.snoozed_until > now for m in marks.values())
+    snoozed = ApprovalMark.objects.filter(
+        user_id=user_id, approval_id=OuterRef("pk"), snoozed_until__gt=now
+    )
+    if show == "snoozed":
+        return pending.filter(Exists(snoozed)), True
+    shown = pending.exclude(Exists(snoozed)) if snoozing else pending
+    if show == "mine":
+        mine = ApprovalMark.objects.filter(
+            user_id=user_id, approval_id=OuterRef("pk"), assigned_at__isnull=False
+        )
+        shown = shown.filter(Exists(mine))
+    return shown, snoozing
+
+
+def pending_marks(user_id: int) -> dict[int, ApprovalMark]:
+    """User ``user_id``'s marks on pending requests, by approval id. One query (a reviewer
+    marks a few requests)."""
+    rows = ApprovalMark.objects.filter(user_id=user_id, approval__status=ApprovalStatus.PENDING)
+    return {mark.approval_id: mark for mark in rows}

@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,16 +18,18 @@ from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from approvals import selectors, services
+from approvals import marks, selectors, services
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import (
     DECISION_PAST_TENSE,
     ApprovalDecision,
+    ApprovalMark,
     ApprovalRequest,
     ApprovalStatus,
     Decision,
@@ -61,7 +64,8 @@ class InboxItem:
     (their approval so far, if any), ``edits`` (people's edits of the call's arguments while
     it waited, oldest first: ``runs.selectors.ArgsEdit``), ``key_args`` (``_key_arguments``),
     ``identical`` (how many pending requests the user may see ask for this very call, this
-    one included; 0: not counted), and the paths of the run's page
+    one included; 0: not counted), ``mark`` (the user's own snooze and assignment), and the
+    paths of the run's page
     (``run_path``), of the decision form (``decide_path``), of the card's context
     (``context_path``) and of the request's own page (``detail_path``)."""
 
@@ -77,6 +81,7 @@ class InboxItem:
     context_path: str
     detail_path: str
     identical: int = 0
+    mark: ApprovalMark | None = None
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -201,11 +206,15 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     )
     facets = selectors.inbox_facets(pending)
     setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
-    inbox_filter = InboxFilter(request.GET or None, queryset=pending)
     place = place_parameters(request.GET)
+    own_marks = selectors.pending_marks(request.user.pk)
+    shown, snoozing = selectors.inbox_shown(
+        pending, user_id=request.user.pk, show=place.get("show", ""), marks=own_marks
+    )
+    inbox_filter = InboxFilter(request.GET or None, queryset=shown)
     filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
     paginator = Paginator(inbox_filter.qs, INBOX_PER_PAGE)
-    if not filtered:
+    if not filtered and not snoozing:
         # Nothing narrows the list: the facets' total is its count (one query fewer).
         paginator.count = facets.total
     page: Page = paginator.get_page(request.GET.get("page"))
@@ -215,6 +224,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     for item in items:
         step = item.approval.step
         item.identical = identical.get((step.tool, step.args_hash), 0)
+        item.mark = own_marks.get(item.approval.pk)
     return {
         "items": items,
         "page": page,
@@ -223,6 +233,7 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         "place": urlencode(place),
         "place_without_page": urlencode({k: v for k, v in place.items() if k != "page"}),
         "filtered": bool(filtered),
+        "snoozing": snoozing,
         "drafts": {},
     }
 
@@ -314,6 +325,7 @@ def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
     """
     approval = selectors.approval_list().get(pk=approval_id)
     (item,) = _items(request, Access(request.user), [approval])
+    item.mark = selectors.pending_marks(request.user.pk).get(approval.pk)
     context = {
         **_call_context(approval),
         "item": item,
@@ -539,4 +551,46 @@ def approval_decide_bulk(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"{verb} {count} request{'s' if count != 1 else ''}.")
     for approval_id, why in outcome.refused.items():
         messages.error(request, f"Request #{approval_id} was not decided: {why}.")
+    return _back_to_place(request)
+
+
+# The snoozes a reviewer may choose, in hours.
+SNOOZE_HOURS = (1, 4, 24)
+
+
+@require_POST
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def approval_mark(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Change the user's own marks on a pending request (POST ``action``: ``snooze`` with
+    ``hours``, one of ``SNOOZE_HOURS``; ``unsnooze``; ``assign``; ``unassign``) through
+    ``approvals.marks``, then back to where it was posted from (``back``, ``place`` as for a
+    decision). A refusal (not pending, unknown or another project's request, a bad action)
+    is an error message and changes nothing."""
+    action = request.POST.get("action", "")
+    actor = Actor.for_user(request.user)
+    try:
+        if action == "snooze":
+            hours = request.POST.get("hours", "")
+            if hours not in {str(h) for h in SNOOZE_HOURS}:
+                raise InvalidInput(f"snooze for one of {SNOOZE_HOURS} hours", field="hours")
+            until = timezone.now() + timedelta(hours=int(hours))
+            marks.approval_snooze(approval_id=approval_id, actor=actor, until=until)
+            messages.success(request, f"Snoozed request #{approval_id} for {hours} h.")
+        elif action == "unsnooze":
+            marks.approval_snooze(approval_id=approval_id, actor=actor, until=None)
+            messages.success(request, f"Request #{approval_id} is back in your inbox.")
+        elif action in ("assign", "unassign"):
+            marks.approval_assign(approval_id=approval_id, actor=actor, assigned=action == "assign")
+            done = "assigned to you" if action == "assign" else "no longer assigned to you"
+            messages.success(request, f"Request #{approval_id} is {done}.")
+        else:
+            raise InvalidInput("unknown action", field="action")
+    except ApprovalRequest.DoesNotExist:
+        messages.error(request, f"Approval request {approval_id} does not exist.")
+        return _back_to_place(request)
+    except (Conflict, InvalidInput, PermissionDenied) as exc:
+        messages.error(request, f"Could not change your marks: {exc}.")
+    if request.POST.get("back") == "request":
+        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
     return _back_to_place(request)

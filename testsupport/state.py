@@ -13,7 +13,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.db.models import Model
 
-from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
@@ -29,6 +29,7 @@ MODELS: list[type[Model]] = [
     ToolCall,
     ApprovalRequest,
     ApprovalDecision,
+    ApprovalMark,
     AuditEvent,
 ]
 MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}

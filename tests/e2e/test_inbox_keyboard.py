@@ -151,7 +151,7 @@ def test_an_empty_reason_is_refused_by_the_server_too(asgi_server, operator, rev
     with page.expect_navigation():
         page.evaluate(
             """(id) => {
-                const form = document.querySelector(`[data-approval-id="${id}"] form`);
+                const form = document.getElementById(`decide-${id}`);
                 form.querySelector("[data-comment]").value = "   ";
                 const decision = document.createElement("input");
                 Object.assign(decision, { type: "hidden", name: "decision", value: "reject" });

@@ -59,7 +59,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     approval_id = run.approvals.get().pk
     stale.evaluate(
         """(id) => {
-            const form = document.querySelector(`[data-approval-id="${id}"] form`).cloneNode(true);
+            const form = document.getElementById(`decide-${id}`).cloneNode(true);
             form.id = "stale-form";
             document.body.appendChild(form);
         }""",
