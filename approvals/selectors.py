@@ -174,7 +174,11 @@ def identical_counts(
 
 
 def inbox_shown(
-    pending: QuerySet[ApprovalRequest], *, user_id: int, show: str, marks: dict[int, ApprovalMark]
+    pending: QuerySet[ApprovalRequest],
+    *,
+    user_id: int,
+    show: str,
+    marks: dict[int, ApprovalMark],
 ) -> tuple[QuerySet[ApprovalRequest], bool]:
     """Which of ``pending`` the inbox of user ``user_id`` lists, by ``show``: ``""`` those
     they have not snoozed (until a time still to come), ``mine`` those of them assigned to
@@ -197,8 +201,10 @@ def inbox_shown(
     return shown, snoozing
 
 
-def pending_marks(user_id: int) -> dict[int, ApprovalMark]:
-    """User ``user_id``'s marks on pending requests, by approval id. One query (a reviewer
-    marks a few requests)."""
+def pending_marks(user_id: int | None) -> dict[int, ApprovalMark]:
+    """User ``user_id``'s marks on pending requests, by approval id (None, no user: none).
+    One query (a reviewer marks a few requests)."""
+    if user_id is None:
+        return {}
     rows = ApprovalMark.objects.filter(user_id=user_id, approval__status=ApprovalStatus.PENDING)
     return {mark.approval_id: mark for mark in rows}

@@ -207,9 +207,11 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     facets = selectors.inbox_facets(pending)
     setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
     place = place_parameters(request.GET)
-    own_marks = selectors.pending_marks(request.user.pk)
+    # Signed in (every view of the inbox requires it): the user has an id.
+    user_id = int(request.user.pk or 0)
+    own_marks = selectors.pending_marks(user_id)
     shown, snoozing = selectors.inbox_shown(
-        pending, user_id=request.user.pk, show=place.get("show", ""), marks=own_marks
+        pending, user_id=user_id, show=place.get("show", ""), marks=own_marks
     )
     inbox_filter = InboxFilter(request.GET or None, queryset=shown)
     filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
