@@ -67,7 +67,8 @@ class InboxItem:
     one included; 0: not counted), ``mark`` (the user's own snooze and assignment), and the
     paths of the run's page
     (``run_path``), of the decision form (``decide_path``), of the card's context
-    (``context_path``) and of the request's own page (``detail_path``)."""
+    (``context_path``), of the request's own page (``detail_path``) and of its marks' form
+    (``mark_path``)."""
 
     approval: ApprovalRequest
     preview: Preview
@@ -80,6 +81,7 @@ class InboxItem:
     decide_path: str
     context_path: str
     detail_path: str
+    mark_path: str
     identical: int = 0
     mark: ApprovalMark | None = None
 
@@ -161,13 +163,27 @@ def _key_arguments(tool_name: str, args: Any) -> list[tuple[str, str]]:
 
 
 def _items(
-    request: HttpRequest, access: Access, approvals: list[ApprovalRequest]
+    request: HttpRequest,
+    access: Access,
+    approvals: list[ApprovalRequest],
+    *,
+    every_edit: bool = False,
 ) -> list[InboxItem]:
-    """An ``InboxItem`` for each of ``approvals``, for the user of ``request``."""
+    """An ``InboxItem`` for each of ``approvals``, for the user of ``request``; the argument
+    edits of every one of them when ``every_edit`` (a decided request's page), else only of
+    those a pending request can have."""
     decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
+    # A pending request's arguments were edited only by a reviewer who approved them (a
+    # decision) or whose edit restarted it under a stricter policy (``edited_by``): only
+    # those are looked up (most of an inbox has neither: no query).
+    edited = (
+        approvals
+        if every_edit
+        else [a for a in approvals if a.pk in decided or a.rule.edited_by is not None]
+    )
     edits = args_edits(
-        run_ids=list({approval.run_id for approval in approvals}),
-        step_ids=[approval.step_id for approval in approvals],
+        run_ids=list({approval.run_id for approval in edited}),
+        step_ids=[approval.step_id for approval in edited],
     )
     # The user's groups matter only to requests whose policy names deciding groups: read
     # once, when the first of them needs them.
@@ -177,6 +193,7 @@ def _items(
     decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])
     context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
     detail_path = reverse("approval-detail", args=[_ID_PLACEHOLDER])
+    mark_path = reverse("approval-mark", args=[_ID_PLACEHOLDER])
     items = []
     for approval in approvals:
         decisions = decided.get(approval.pk, [])
@@ -194,6 +211,7 @@ def _items(
                 decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", own),
                 context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", own),
                 detail_path=detail_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                mark_path=mark_path.replace(f"/{_ID_PLACEHOLDER}/", own),
             )
         )
     return items
@@ -326,7 +344,7 @@ def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
         Http404: no such request, or one in a project the user may not see.
     """
     approval = selectors.approval_list().get(pk=approval_id)
-    (item,) = _items(request, Access(request.user), [approval])
+    (item,) = _items(request, Access(request.user), [approval], every_edit=True)
     item.mark = selectors.pending_marks(request.user.pk).get(approval.pk)
     context = {
         **_call_context(approval),
