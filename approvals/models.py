@@ -100,9 +100,10 @@ class RiskRule(models.Model):
     enabled = models.BooleanField(default=True)
     applies_to_read_only = models.BooleanField(
         default=True,
-        help_text="Also classify calls of tools that declare themselves read-only (an MCP "
-        "server's readOnlyHint, or a registered tool without side effects). The seeded name "
-        "patterns for writes do not: a read-only tool is low risk unless a rule says otherwise.",
+        help_text="Also classify calls of tools that declare themselves read-only (an "
+        "MCP server's readOnlyHint, or a registered tool without side effects). Untick "
+        "it where you trust those hints: the tools are then low risk unless another "
+        "rule says otherwise.",
     )
     description = models.CharField(
         max_length=200, blank=True, help_text="A name for the rule, shown to reviewers."

@@ -5,8 +5,10 @@ Default rules (seeded by migration, editable in admin) follow the core issue: re
 (``get_*``, ``search_*``, ``list_*``, ``find_*``, ``calculate``, ``think``) are low risk; writes
 that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``send_*``,
 ``delete_*``, ``create_*``, ``modify_*``, ``transfer_*``, ``return_*``, ``exchange_*``) are high,
-except for a tool that declares itself read-only (issue 30, item 7: read-only tools are low
-risk unless a rule says otherwise).
+even for a tool whose server declares it read-only: a server cannot talk its writes down to
+low risk. An admin who trusts a server's read-only hints unticks a rule's
+``applies_to_read_only`` (issue 30, item 7: read-only tools are low risk unless a rule says
+otherwise).
 """
 
 from __future__ import annotations
@@ -49,16 +51,7 @@ def default_rules() -> list[dict[str, object]]:
     for i, pattern in enumerate(LOW_PATTERNS):
         rules.append({"pattern": pattern, "risk": Risk.LOW, "priority": 100 + i})
     for i, pattern in enumerate(HIGH_PATTERNS):
-        # Name patterns guess at writes: a tool that declares itself read-only (an MCP
-        # server's readOnlyHint: transfer_to_human_agents) is not one.
-        rules.append(
-            {
-                "pattern": pattern,
-                "risk": Risk.HIGH,
-                "priority": 200 + i,
-                "applies_to_read_only": False,
-            }
-        )
+        rules.append({"pattern": pattern, "risk": Risk.HIGH, "priority": 200 + i})
     return rules
 
 
