@@ -90,7 +90,20 @@ class RiskRuleAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
     ordering = ["priority", "pattern"]
     list_select_related = ["approvers"]
     fieldsets = [
-        (None, {"fields": ["description", "pattern", "condition", "risk", "priority", "enabled"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "description",
+                    "pattern",
+                    "condition",
+                    "risk",
+                    "priority",
+                    "enabled",
+                    "applies_to_read_only",
+                ]
+            },
+        ),
         (
             "Approval policy",
             {

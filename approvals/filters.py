@@ -1,7 +1,9 @@
 """The inbox's filters, search and sort, read from the page's GET parameters (django-filter).
 
 ``tool``, ``risk``, ``run`` (id), ``project`` (id), ``age`` (older than: ``1h``, ``1d``,
-``7d``), ``q`` (text in the run's goal or the tool's name, case-insensitive) and ``sort``
+``7d``), ``q`` (text in the run's goal or the tool's name, case-insensitive), ``same`` (the
+arguments' ``Step.args_hash``: with ``tool``, the requests for one identical call), ``show``
+(``mine``, ``snoozed``: the user's own marks, ``selectors.inbox_shown``) and ``sort``
 (``oldest``, the default; ``newest``; ``risk``: critical first, then oldest). A value that is
 not valid (an unknown risk, a malformed run id) is left out of the filtering and shown as the
 form's error, never a server error.
@@ -27,7 +29,7 @@ AGE_CHOICES = [
 ]
 SORT_CHOICES = [("oldest", "oldest first"), ("newest", "newest first"), ("risk", "riskiest first")]
 # The GET parameters that make a reviewer's place in the inbox (with ``page``).
-PLACE_PARAMETERS = ("tool", "risk", "run", "project", "age", "q", "sort", "page")
+PLACE_PARAMETERS = ("tool", "risk", "run", "project", "age", "q", "same", "show", "sort", "page")
 RISK_ORDER = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2, Risk.CRITICAL: 3}
 
 
@@ -40,6 +42,7 @@ class InboxFilter(django_filters.FilterSet):
     project = django_filters.NumberFilter(field_name="run__project_id")
     age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="older_than")
     q = django_filters.CharFilter(method="search")
+    same = django_filters.CharFilter(field_name="step__args_hash", max_length=64)
     sort = django_filters.ChoiceFilter(choices=SORT_CHOICES, method="sort_by", empty_label=None)
 
     class Meta:

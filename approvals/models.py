@@ -72,7 +72,8 @@ class RiskRule(models.Model):
     ``pattern`` is a shell-style pattern (``fnmatch``: ``book_*``, ``calculate``) matched against
     the tool name, and ``condition`` (optional) an expression over the call's arguments
     (``amount > 500``; grammar in ``approvals.conditions``). The enabled rule with the lowest
-    ``priority`` whose pattern and condition match wins over the tool's declared risk.
+    ``priority`` whose pattern and condition match wins over the tool's declared risk; a rule
+    not ``applies_to_read_only`` is skipped for a tool that declares itself read-only.
     ``required_approvals`` overrides the default count (1 for high, 2 for critical) when set.
 
     The policy of a call it classifies (``approvals.policy.ApprovalPolicy``): ``approvers``
@@ -97,6 +98,13 @@ class RiskRule(models.Model):
     required_approvals = models.PositiveSmallIntegerField(null=True, blank=True)
     priority = models.PositiveIntegerField(default=100, help_text="Lower wins.")
     enabled = models.BooleanField(default=True)
+    applies_to_read_only = models.BooleanField(
+        default=True,
+        help_text="Also classify calls of tools that declare themselves read-only (an "
+        "MCP server's readOnlyHint, or a registered tool without side effects). Untick "
+        "it where you trust those hints: the tools are then low risk unless another "
+        "rule says otherwise.",
+    )
     description = models.CharField(
         max_length=200, blank=True, help_text="A name for the rule, shown to reviewers."
     )
@@ -259,8 +267,8 @@ class ApprovalRequest(ConcurrentTransitions, models.Model):
         return f"approval {self.pk} for step {self.step_id} ({self.status})"
 
     def get_absolute_url(self) -> str:
-        """The request on its run's page (the ``#approval-<id>`` anchor, on its step)."""
-        return f"{reverse('run-detail', args=[self.run_id])}#approval-{self.pk}"
+        """The request's own page (``/approvals/<id>/``)."""
+        return reverse("approval-detail", args=[self.pk])
 
     @property
     def rule(self) -> ApprovalPolicy:
@@ -332,11 +340,19 @@ APPROVAL_STATUSES = status_map(
 
 
 class Decision(models.TextChoices):
+    """A reviewer's decision. ``respond`` refuses the call as ``reject`` does, its comment an
+    answer handed to the agent as the call's outcome (LangGraph Agent Inbox's "respond")."""
+
     APPROVE = "approve", "Approve"
     REJECT = "reject", "Reject"
+    RESPOND = "respond", "Respond"
 
 
-DECISION_PAST_TENSE: dict[str, str] = {Decision.APPROVE: "approved", Decision.REJECT: "rejected"}
+DECISION_PAST_TENSE: dict[str, str] = {
+    Decision.APPROVE: "approved",
+    Decision.REJECT: "rejected",
+    Decision.RESPOND: "responded",
+}
 
 
 class ApprovalDecision(models.Model):
@@ -370,7 +386,7 @@ class ApprovalDecision(models.Model):
 
     @property
     def past_tense(self) -> str:
-        """The decision as a verb in the past: ``approved`` or ``rejected``."""
+        """The decision as a verb in the past: ``approved``, ``rejected`` or ``responded``."""
         return DECISION_PAST_TENSE[self.decision]
 
 
@@ -447,3 +463,26 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.channel} to {self.recipient_name or 'webhook'} ({self.status})"
+
+
+class ApprovalMark(models.Model):
+    """One reviewer's own marks on an approval request: ``snoozed_until`` (hidden from their
+    inbox until then; None: not snoozed) and ``assigned_at`` (they took it on: "assign to
+    me"; None: not assigned). Other reviewers' inboxes are unchanged. Changed only by
+    ``approvals.marks``, each change audited (``approval.snoozed``, ``approval.assigned``,
+    ...)."""
+
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="marks")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approval_marks"
+    )
+    snoozed_until = models.DateTimeField(null=True, blank=True)
+    assigned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "user"], name="approval_mark_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"marks of user {self.user_id} on approval {self.approval_id}"

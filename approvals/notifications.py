@@ -30,6 +30,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.db.models.functions import Now
+from django.urls import reverse
 
 from agentops.clock import DatabaseNow, database_now
 from approvals.models import (
@@ -107,9 +108,10 @@ def _webhooks(groups: list[str], rule_id: int | None) -> list[str]:
 
 
 def inbox_link(approval: ApprovalRequest) -> str:
-    """The address of ``approval``'s card in the inbox (absolute when
-    ``AGENTOPS_PUBLIC_URL`` is set)."""
-    return f"{settings.AGENTOPS_PUBLIC_URL.rstrip('/')}/approvals/#approval-{approval.pk}"
+    """The address of ``approval``'s own page (``/approvals/<id>/``; absolute when
+    ``AGENTOPS_PUBLIC_URL`` is set): it opens that request wherever it is in the inbox."""
+    path = reverse("approval-detail", args=[approval.pk])
+    return f"{settings.AGENTOPS_PUBLIC_URL.rstrip('/')}{path}"
 
 
 _HEADLINES = {

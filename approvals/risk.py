@@ -4,7 +4,11 @@ approval gate.
 Default rules (seeded by migration, editable in admin) follow the core issue: read-only names
 (``get_*``, ``search_*``, ``list_*``, ``find_*``, ``calculate``, ``think``) are low risk; writes
 that move money or change bookings (``book_*``, ``cancel_*``, ``update_*``, ``send_*``,
-``delete_*``, ``create_*``, ``modify_*``, ``transfer_*``, ``return_*``, ``exchange_*``) are high.
+``delete_*``, ``create_*``, ``modify_*``, ``transfer_*``, ``return_*``, ``exchange_*``) are high,
+even for a tool whose server declares it read-only: a server cannot talk its writes down to
+low risk. An admin who trusts a server's read-only hints unticks a rule's
+``applies_to_read_only`` (issue 30, item 7: read-only tools are low risk unless a rule says
+otherwise).
 """
 
 from __future__ import annotations
@@ -135,9 +139,11 @@ def classify(
     """Classify a call of ``tool_name`` with ``args`` (its JSON object).
 
     The first of ``rules`` (see ``load_rules``) whose pattern matches the name and whose
-    condition, if it has one, holds for ``args`` decides; else the risk the tool's own server
-    declares (``declared_risk``, a ``Risk`` value: an MCP server's annotations), else the
-    registered tool's declared risk, else ``UNKNOWN_TOOL_RISK``.
+    condition, if it has one, holds for ``args`` decides (skipping a rule that does not
+    ``applies_to_read_only`` when the tool declares itself read-only: its server declares low
+    risk, MCP's ``readOnlyHint``, or the registered tool has no side effects); else the risk
+    the tool's own server declares (``declared_risk``, a ``Risk`` value: an MCP server's
+    annotations), else the registered tool's declared risk, else ``UNKNOWN_TOOL_RISK``.
 
     A condition that cannot be evaluated on ``args`` (a missing key, a wrong type, a limit)
     does not match: the next rules are tried, the failure is added to the reason, and the call
@@ -147,8 +153,15 @@ def classify(
     """
     failures: list[str] = []
     verdict: Verdict | None = None
+    tool = get_tool(tool_name)
+    if declared_risk:
+        read_only = declared_risk == Risk.LOW
+    else:
+        read_only = tool is not None and not tool.side_effects
     for rule in rules:
         if not fnmatchcase(tool_name, rule.pattern):
+            continue
+        if read_only and not rule.applies_to_read_only:
             continue
         found = None
         if rule.condition:
@@ -167,7 +180,6 @@ def classify(
         verdict = Verdict(rule.risk, needed, _rule_reason(rule, found), rule)
         break
     if verdict is None:
-        tool = get_tool(tool_name)
         if declared_risk:
             risk, reason = Risk(declared_risk), f"its server declares {declared_risk} risk"
         elif tool:

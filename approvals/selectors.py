@@ -6,11 +6,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Count, F, Prefetch, QuerySet, Window
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, QuerySet, Window
 from django.db.models.functions import RowNumber
+from django.utils import timezone
 
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from runs.models import Step
+from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest, ApprovalStatus
+from runs.models import Risk, Step
 
 
 def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
@@ -117,11 +118,15 @@ def earlier_steps(approvals: list[ApprovalRequest], *, limit: int) -> dict[int, 
 @dataclass(frozen=True)
 class InboxFacets:
     """What the inbox's filters offer, from the pending requests a user may see: ``total``
-    requests, and the ``tools`` and ``projects`` (``(id, name)``) they belong to, by name."""
+    requests, the ``tools`` and ``projects`` (``(id, name)``) they belong to, by name, and
+    how many there are of each tool (``tool_counts``) and each risk (``risk_counts``, riskiest
+    first)."""
 
     total: int
     tools: list[str]
     projects: list[tuple[int, str]]
+    tool_counts: dict[str, int]
+    risk_counts: dict[str, int]
 
 
 def inbox_facets(pending: QuerySet[ApprovalRequest]) -> InboxFacets:
@@ -129,16 +134,76 @@ def inbox_facets(pending: QuerySet[ApprovalRequest]) -> InboxFacets:
     may see). One query."""
     rows = (
         pending.order_by()
-        .values_list("step__tool", "run__project_id", "run__project__name")
+        .values_list("step__tool", "run__project_id", "run__project__name", "risk")
         .annotate(n=Count("id"))
     )
-    total, tools, projects = 0, set(), {}
-    for tool, project_id, project_name, n in rows:
+    total, projects = 0, {}
+    tools: dict[str, int] = defaultdict(int)
+    risks: dict[str, int] = defaultdict(int)
+    for tool, project_id, project_name, risk, n in rows:
         total += n
-        tools.add(tool)
+        tools[tool] += n
+        risks[risk] += n
         projects[project_id] = project_name
     return InboxFacets(
         total=total,
         tools=sorted(tools),
         projects=sorted(projects.items(), key=lambda p: p[1]),
+        tool_counts=dict(tools),
+        risk_counts={r: risks[r] for r in reversed(Risk.values) if risks.get(r)},
     )
+
+
+def identical_counts(
+    pending: QuerySet[ApprovalRequest], approvals: list[ApprovalRequest]
+) -> dict[tuple[str, str], int]:
+    """How many of ``pending`` (pending requests a user may see) ask for the same call as each
+    of ``approvals``: the same tool with the same arguments (``Step.args_hash``), by
+    ``(tool, args_hash)``. One query."""
+    hashes = {approval.step.args_hash for approval in approvals}
+    if not hashes:
+        return {}
+    rows = (
+        pending.order_by()
+        .filter(step__args_hash__in=hashes)
+        .values_list("step__tool", "step__args_hash")
+        .annotate(n=Count("id"))
+    )
+    return {(tool, digest): n for tool, digest, n in rows}
+
+
+def inbox_shown(
+    pending: QuerySet[ApprovalRequest],
+    *,
+    user_id: int,
+    show: str,
+    marks: dict[int, ApprovalMark],
+) -> tuple[QuerySet[ApprovalRequest], bool]:
+    """Which of ``pending`` the inbox of user ``user_id`` lists, by ``show``: ``""`` those
+    they have not snoozed (until a time still to come), ``mine`` those of them assigned to
+    them, ``snoozed`` only those they snoozed; ``marks`` are their marks (``pending_marks``).
+    Also whether any request is snoozed by them now (then the list is not all of
+    ``pending``). No query of its own."""
+    now = timezone.now()
+    snoozing = any(m.snoozed_until and m.snoozed_until > now for m in marks.values())
+    snoozed = ApprovalMark.objects.filter(
+        user_id=user_id, approval_id=OuterRef("pk"), snoozed_until__gt=now
+    )
+    if show == "snoozed":
+        return pending.filter(Exists(snoozed)), True
+    shown = pending.exclude(Exists(snoozed)) if snoozing else pending
+    if show == "mine":
+        mine = ApprovalMark.objects.filter(
+            user_id=user_id, approval_id=OuterRef("pk"), assigned_at__isnull=False
+        )
+        shown = shown.filter(Exists(mine))
+    return shown, snoozing
+
+
+def pending_marks(user_id: int | None) -> dict[int, ApprovalMark]:
+    """User ``user_id``'s marks on pending requests, by approval id (None, no user: none).
+    One query (a reviewer marks a few requests)."""
+    if user_id is None:
+        return {}
+    rows = ApprovalMark.objects.filter(user_id=user_id, approval__status=ApprovalStatus.PENDING)
+    return {mark.approval_id: mark for mark in rows}

@@ -7,6 +7,7 @@ Lock order as in ``runs.transitions``: the run row, then the step, then the appr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -45,6 +46,7 @@ __all__ = [
     "DECIDE_PERMISSION",
     "ApprovalGate",
     "approval_decide",
+    "approval_decide_many",
     "approval_escalate_due",
     "approval_expire_due",
     "approval_remind_due",
@@ -158,12 +160,14 @@ def approval_decide(
 ) -> ApprovalRequest:
     """Record a reviewer's decision on a pending approval request.
 
-    ``decision`` is approve or reject. One rejection rejects the request: its gate refuses the
-    step, which becomes ``rejected`` with ``{"type": "rejected", "reason": comment,
+    ``decision`` is approve, reject or respond. One rejection rejects the request: its gate
+    refuses the step, which becomes ``rejected`` with ``{"type": "rejected", "reason": comment,
     "message": comment or a default, "reviewer": name}`` as its error (a client run goes on
-    with it as the call's outcome; other runs fail). As many approvals from different
-    reviewers as the request's policy requires approve it: the step is queued and the run
-    continues. Who may decide is the policy's rule (``ApprovalPolicy.refusal``).
+    with it as the call's outcome; other runs fail). A response (``respond``, its ``comment``
+    required: the answer for the agent) does the same with ``"type": "responded"``. As many
+    approvals from different reviewers as the request's policy requires approve it: the step
+    is queued and the run continues. Who may decide is the policy's rule
+    (``ApprovalPolicy.refusal``).
 
     An approval may come with edited ``args`` (a JSON object that passes the tool's schema):
     the step then runs with them under a new idempotency key, the audit log keeps both
@@ -175,10 +179,10 @@ def approval_decide(
 
     Raises:
         ApprovalRequest.DoesNotExist: unknown id.
-        InvalidInput: ``decision`` is not approve or reject, ``comment`` is not a string or
-            longer than ``MAX_COMMENT``, ``comment`` or ``args`` hold what PostgreSQL cannot
-            store (``agentops.storable``), or ``args`` come with a rejection, are not an object
-            or fail the tool's schema.
+        InvalidInput: ``decision`` is not approve, reject or respond, a response has no text,
+            ``comment`` is not a string or longer than ``MAX_COMMENT``, ``comment`` or
+            ``args`` hold what PostgreSQL cannot store (``agentops.storable``), or ``args``
+            come with a rejection or a response, are not an object or fail the tool's schema.
         PermissionDenied: the policy does not let the actor decide (not a reviewer of the run's
             project, or they requested the run or the step).
         Conflict: the request is no longer pending (decided, expired, cancelled; an expired
@@ -192,6 +196,8 @@ def approval_decide(
     require_storable(args, field="args")
     if args is not None and decision != Decision.APPROVE:
         raise InvalidInput("only an approval may edit the arguments", field="args")
+    if decision == Decision.RESPOND and not comment.strip():
+        raise InvalidInput("a response needs its text for the agent", field="comment")
     user = actor.user
     if user is None or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("only reviewers may decide approval requests")
@@ -216,6 +222,56 @@ def approval_decide(
     if expired:
         raise Conflict(f"approval request expired at {approval.expires_at.isoformat()}")
     return approval
+
+
+# The most requests one bulk decision takes (a page of the inbox holds 25; a group, more).
+MAX_BULK = 200
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What a bulk decision did: the ids of the requests it ``decided`` (in the order given),
+    and why each of the others was ``refused`` (id → the refusal, in words)."""
+
+    decided: list[int]
+    refused: dict[int, str]
+
+
+def approval_decide_many(
+    *, approval_ids: list[int], actor: Actor, decision: str, comment: str = ""
+) -> BulkOutcome:
+    """Record one reviewer's decision (approve, reject or respond, with ``comment``) on each
+    of ``approval_ids`` (duplicates once), each through ``approval_decide`` in its own
+    transaction: the same four-eyes rule, M approvals and deciding groups per request, each
+    audited on its own. A request refused (not pending, already decided by this reviewer,
+    their own run, another project's, bad input) is reported and changes nothing; the others
+    are applied. No request is ever left half-decided.
+
+    Raises:
+        InvalidInput: no ids, more than ``MAX_BULK``, or ``decision`` is not one of
+            ``Decision`` (nothing is decided).
+    """
+    wanted = list(dict.fromkeys(approval_ids))
+    if not wanted:
+        raise InvalidInput("select at least one request", field="ids")
+    if len(wanted) > MAX_BULK:
+        raise InvalidInput(f"at most {MAX_BULK} requests at once", field="ids")
+    if decision not in Decision.values:
+        raise InvalidInput(f"decision must be one of {Decision.values}", field="decision")
+    decided: list[int] = []
+    refused: dict[int, str] = {}
+    for approval_id in wanted:
+        try:
+            approval_decide(
+                approval_id=approval_id, actor=actor, decision=decision, comment=comment
+            )
+        except ApprovalRequest.DoesNotExist:
+            refused[approval_id] = "no such request"
+        except (Conflict, PermissionDenied, InvalidInput) as exc:
+            refused[approval_id] = str(exc)
+        else:
+            decided.append(approval_id)
+    return BulkOutcome(decided=decided, refused=refused)
 
 
 def _decide_locked(
@@ -259,16 +315,16 @@ def _decide_locked(
         raise Conflict("you already decided on this approval request") from None
     _record_pending(actor, approval, run, "approval.decision", decision=decision, comment=comment)
     now = timezone.now()
-    if decision == Decision.REJECT:
+    if decision in (Decision.REJECT, Decision.RESPOND):
         approval.reject(now=now)
         approval.save()
-        _record(actor, approval, ApprovalStatus.PENDING, comment=comment)
+        _record(actor, approval, ApprovalStatus.PENDING, comment=comment, decision=decision)
         gate_refused_locked(
             run=run,
             step=step,
             actor=actor,
             error={
-                "type": "rejected",
+                "type": "responded" if decision == Decision.RESPOND else "rejected",
                 "reason": comment,
                 "message": comment or "rejected by a reviewer",
                 "reviewer": actor.name,

@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,18 +18,28 @@ from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from approvals import selectors, services
+from approvals import marks, selectors, services
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
 from approvals.filters import InboxFilter, place_parameters
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Decision
+from approvals.models import (
+    DECISION_PAST_TENSE,
+    ApprovalDecision,
+    ApprovalMark,
+    ApprovalRequest,
+    ApprovalStatus,
+    Decision,
+)
+from approvals.transcript import compact_transcript, steps_not_in
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import CLIENT_DRIVEN
-from runs.selectors import conversation_before_call, run_conversation
+from runs.selectors import ArgsEdit, args_edits, conversation_before_call, run_conversation
+from runs.tools import get_tool
 from runs.tools.preview import Preview, tool_preview
 from runs.tools.registry import PreviewContext
 from runs.views import last_event_id
@@ -50,17 +61,29 @@ class InboxItem:
     are loaded when the card's context is opened: ``approval_context``), ``refusal`` (why
     this user may not
     decide it, "" if they may), ``decisions`` (made so far, oldest first), ``own_decision``
-    (their approval so far, if any), and the paths of the run's page (``run_path``), of the
-    decision form (``decide_path``) and of the card's context (``context_path``)."""
+    (their approval so far, if any), ``edits`` (people's edits of the call's arguments while
+    it waited, oldest first: ``runs.selectors.ArgsEdit``), ``key_args`` (``_key_arguments``),
+    ``identical`` (how many pending requests the user may see ask for this very call, this
+    one included; 0: not counted), ``mark`` (the user's own snooze and assignment), and the
+    paths of the run's page
+    (``run_path``), of the decision form (``decide_path``), of the card's context
+    (``context_path``), of the request's own page (``detail_path``) and of its marks' form
+    (``mark_path``)."""
 
     approval: ApprovalRequest
     preview: Preview
     refusal: str
     decisions: list[ApprovalDecision]
     own_decision: ApprovalDecision | None
+    edits: list[ArgsEdit]
+    key_args: list[tuple[str, str]]
     run_path: str
     decide_path: str
     context_path: str
+    detail_path: str
+    mark_path: str
+    identical: int = 0
+    mark: ApprovalMark | None = None
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -110,23 +133,58 @@ def _preview(approval: ApprovalRequest) -> Preview:
     return tool_preview(step.tool, step.args, context)
 
 
-def _inbox_context(request: HttpRequest) -> dict[str, Any]:
-    access = Access(request.user)
-    pending = access.scope(
-        selectors.approval_inbox(), "approvals.view_approvalrequest", "run__project_id"
-    )
-    facets = selectors.inbox_facets(pending)
-    setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
-    inbox_filter = InboxFilter(request.GET or None, queryset=pending)
-    place = place_parameters(request.GET)
-    filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
-    paginator = Paginator(inbox_filter.qs, INBOX_PER_PAGE)
-    if not filtered:
-        # Nothing narrows the list: the facets' total is its count (one query fewer).
-        paginator.count = facets.total
-    page: Page = paginator.get_page(request.GET.get("page"))
-    approvals = list(page)
+# What a request's line shows of its arguments: this many of them, each value cut to this many
+# characters.
+KEY_ARGS_SHOWN = 3
+KEY_VALUE_CHARS = 40
+
+
+def _short(value: Any) -> str:
+    """``value`` (any JSON an agent wrote) in at most ``KEY_VALUE_CHARS`` characters; a list
+    or an object is only named with its size (never walked: it may be nested deep)."""
+    if isinstance(value, list):
+        if len(value) == 1 and isinstance(value[0], str | int | float | bool):
+            return _short(value[0])
+        return f"[{len(value)} items]"
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= KEY_VALUE_CHARS else text[: KEY_VALUE_CHARS - 1] + "…"
+
+
+def _key_arguments(tool_name: str, args: Any) -> list[tuple[str, str]]:
+    """The arguments a request's line shows, as ``(name, short value)``: those the tool
+    declares (``Tool.key_args``) that the call has, else its first ``KEY_ARGS_SHOWN``."""
+    if not isinstance(args, dict):
+        return []
+    tool = get_tool(tool_name)
+    names = [n for n in tool.key_args if n in args] if tool and tool.key_args else list(args)
+    return [(str(name)[:KEY_VALUE_CHARS], _short(args[name])) for name in names[:KEY_ARGS_SHOWN]]
+
+
+def _items(
+    request: HttpRequest,
+    access: Access,
+    approvals: list[ApprovalRequest],
+    *,
+    every_edit: bool = False,
+) -> list[InboxItem]:
+    """An ``InboxItem`` for each of ``approvals``, for the user of ``request``; the argument
+    edits of every one of them when ``every_edit`` (a decided request's page), else only of
+    those a pending request can have."""
     decided = selectors.decisions_by_approval([approval.pk for approval in approvals])
+    # A pending request's arguments were edited only by a reviewer who approved them (a
+    # decision) or whose edit restarted it under a stricter policy (``edited_by``): only
+    # those are looked up (most of an inbox has neither: no query).
+    edited = (
+        approvals
+        if every_edit
+        else [a for a in approvals if a.pk in decided or a.rule.edited_by is not None]
+    )
+    edits = args_edits(
+        run_ids=list({approval.run_id for approval in edited}),
+        step_ids=[approval.step_id for approval in edited],
+    )
     # The user's groups matter only to requests whose policy names deciding groups: read
     # once, when the first of them needs them.
     groups = functools.cache(lambda: set(request.user.groups.values_list("name", flat=True)))
@@ -134,9 +192,12 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     run_path = reverse("run-detail", args=[_RUN_PLACEHOLDER])
     decide_path = reverse("approval-decide", args=[_ID_PLACEHOLDER])
     context_path = reverse("approval-context", args=[_ID_PLACEHOLDER])
+    detail_path = reverse("approval-detail", args=[_ID_PLACEHOLDER])
+    mark_path = reverse("approval-mark", args=[_ID_PLACEHOLDER])
     items = []
     for approval in approvals:
         decisions = decided.get(approval.pk, [])
+        own = f"/{approval.pk}/"
         items.append(
             InboxItem(
                 approval=approval,
@@ -144,11 +205,46 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
                 refusal=_refusal(request.user, access, approval, groups),
                 decisions=decisions,
                 own_decision=next((d for d in decisions if d.reviewer_id == request.user.pk), None),
+                edits=edits.get(approval.step_id, []),
+                key_args=_key_arguments(approval.step.tool, approval.step.args),
                 run_path=run_path.replace(str(_RUN_PLACEHOLDER), str(approval.run_id)),
-                decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
-                context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", f"/{approval.pk}/"),
+                decide_path=decide_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                context_path=context_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                detail_path=detail_path.replace(f"/{_ID_PLACEHOLDER}/", own),
+                mark_path=mark_path.replace(f"/{_ID_PLACEHOLDER}/", own),
             )
         )
+    return items
+
+
+def _inbox_context(request: HttpRequest) -> dict[str, Any]:
+    access = Access(request.user)
+    pending = access.scope(
+        selectors.approval_inbox(), "approvals.view_approvalrequest", "run__project_id"
+    )
+    facets = selectors.inbox_facets(pending)
+    setattr(request, PENDING_COUNT_ATTRIBUTE, facets.total)
+    place = place_parameters(request.GET)
+    # Signed in (every view of the inbox requires it): the user has an id.
+    user_id = int(request.user.pk or 0)
+    own_marks = selectors.pending_marks(user_id)
+    shown, snoozing = selectors.inbox_shown(
+        pending, user_id=user_id, show=place.get("show", ""), marks=own_marks
+    )
+    inbox_filter = InboxFilter(request.GET or None, queryset=shown)
+    filtered = {k: v for k, v in place.items() if k not in ("page", "sort")}
+    paginator = Paginator(inbox_filter.qs, INBOX_PER_PAGE)
+    if not filtered and not snoozing:
+        # Nothing narrows the list: the facets' total is its count (one query fewer).
+        paginator.count = facets.total
+    page: Page = paginator.get_page(request.GET.get("page"))
+    approvals = list(page)
+    items = _items(request, access, approvals)
+    identical = selectors.identical_counts(pending, approvals)
+    for item in items:
+        step = item.approval.step
+        item.identical = identical.get((step.tool, step.args_hash), 0)
+        item.mark = own_marks.get(item.approval.pk)
     return {
         "items": items,
         "page": page,
@@ -157,6 +253,8 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
         "place": urlencode(place),
         "place_without_page": urlencode({k: v for k, v in place.items() if k != "page"}),
         "filtered": bool(filtered),
+        "snoozing": snoozing,
+        "drafts": {},
     }
 
 
@@ -169,7 +267,9 @@ def approval_inbox(request: HttpRequest) -> HttpResponse:
     paged by GET parameters (``approvals.filters``)."""
     after = last_event_id()
     context = _inbox_context(request)
+    drafts = {item.approval.pk: _take_draft(request, item.approval.pk) for item in context["items"]}
     context.update(
+        drafts={pk: draft for pk, draft in drafts.items() if draft},
         nav="approvals",
         last_event_id=after,
         ws_path="/ws/approvals/",
@@ -194,30 +294,98 @@ def _approval_project(approval_id: int) -> int | None:
     )
 
 
+def _call_context(approval: ApprovalRequest) -> dict[str, Any]:
+    """What led to ``approval``'s call: the run's goal (``run``), its conversation up to the
+    call (``conversation_before_call``) as a compact ``transcript`` (each tool call once,
+    beside its result, the call under review last), and of the last
+    ``EARLIER_STEPS_SHOWN`` steps before it those whose results the transcript does not show
+    (``earlier_steps``; ``earlier_count``: how many there were before the call)."""
+    run, step = approval.run, approval.step
+    transcript = compact_transcript(
+        conversation_before_call(run, step, run_conversation(run_id=run.pk)),
+        under_review=step.tool_call_id,
+    )
+    earlier = selectors.earlier_steps([approval], limit=EARLIER_STEPS_SHOWN).get(approval.pk, [])
+    return {
+        "run": run,
+        "step": step,
+        "transcript": transcript,
+        "earlier_steps": steps_not_in(transcript, earlier),
+        "earlier_shown": len(earlier),
+    }
+
+
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 @object_permission("approvals.view_approvalrequest", _approval_project, "approval_id")
 def approval_context(request: HttpRequest, approval_id: int) -> HttpResponse:
     """What led to an approval request's call (an HTML fragment, loaded when its card's
-    context section is opened): the run's goal, its conversation up to the call
-    (``conversation_before_call``) and the results of the last ``EARLIER_STEPS_SHOWN`` steps
-    before it.
+    context section is opened): ``_call_context``.
 
     Raises:
         Http404: no such request, or one in a project the user may not see.
     """
     approval = selectors.approval_list().get(pk=approval_id)
-    earlier = selectors.earlier_steps([approval], limit=EARLIER_STEPS_SHOWN)
+    return render(request, "approvals/_card_context.html", _call_context(approval))
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+@object_permission("approvals.view_approvalrequest", _approval_project, "approval_id")
+def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """One approval request on its own page (``/approvals/<id>/``), whatever its status: where
+    every link to a request leads (notifications, the run page, the inbox's cards), so a link
+    never depends on the inbox's page or filters. It shows what its card shows, with the
+    context already open; a pending request the user may decide gets the decision form, and
+    what they typed into it before a refused decision (``_keep_draft``) fills it again.
+
+    Raises:
+        Http404: no such request, or one in a project the user may not see.
+    """
+    approval = selectors.approval_list().get(pk=approval_id)
+    (item,) = _items(request, Access(request.user), [approval], every_edit=True)
+    item.mark = selectors.pending_marks(request.user.pk).get(approval.pk)
     context = {
-        "run": approval.run,
-        "step": approval.step,
-        "conversation": conversation_before_call(
-            approval.run, approval.step, run_conversation(run_id=approval.run_id)
-        ),
-        "earlier_steps": earlier.get(approval.pk, []),
+        **_call_context(approval),
+        "item": item,
+        "drafts": {approval.pk: _take_draft(request, approval.pk)},
+        "place": "",
+        "nav": "approvals",
     }
-    return render(request, "approvals/_card_context.html", context)
+    return render(request, "approvals/detail.html", context)
+
+
+# A refused decision keeps what the reviewer typed (its comment and edited arguments) in their
+# session, by approval id, until the form is shown again; a draft longer than this (in
+# characters) is not kept.
+_DRAFTS = "approval_drafts"
+MAX_DRAFT = 200_000
+
+
+def _keep_draft(request: HttpRequest, approval_id: int) -> None:
+    """Keep the posted ``comment`` and ``args`` text of a refused decision on ``approval_id``
+    for the next showing of its form (``_take_draft``)."""
+    # The arguments only count in an approval (a rejection ignores the editor).
+    args = request.POST.get("args", "") if request.POST.get("decision") == Decision.APPROVE else ""
+    draft = {"comment": request.POST.get("comment", ""), "args": args}
+    if len(draft["comment"]) + len(draft["args"]) > MAX_DRAFT:
+        return
+    drafts = request.session.get(_DRAFTS, {})
+    drafts[str(approval_id)] = draft
+    request.session[_DRAFTS] = drafts
+
+
+def _take_draft(request: HttpRequest, approval_id: int) -> dict[str, str]:
+    """The draft kept for ``approval_id`` (``{"comment": text, "args": text}``), removed from
+    the session; ``{}`` when none is."""
+    drafts = request.session.get(_DRAFTS)
+    if not drafts or str(approval_id) not in drafts:
+        return {}
+    draft: dict[str, str] = drafts.pop(str(approval_id))
+    request.session[_DRAFTS] = drafts
+    return draft
 
 
 def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirect:
@@ -234,18 +402,37 @@ def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirec
     return HttpResponseRedirect(url)
 
 
+def _back(request: HttpRequest, approval_id: int, focus: str) -> HttpResponseRedirect:
+    """Where a decision on ``approval_id`` returns: the request's own page when it was made
+    there (POST ``back``: ``request``), else the inbox at the reviewer's place, ``focus``
+    (an approval id) as the card to focus."""
+    if request.POST.get("back") == "request":
+        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
+    return _back_to_place(request, focus)
+
+
+def _refused(request: HttpRequest, approval_id: int, text: str) -> HttpResponseRedirect:
+    """Say why a decision on ``approval_id`` was refused, keep what the reviewer typed, and
+    return to the request."""
+    messages.error(request, text)
+    _keep_draft(request, approval_id)
+    return _back(request, approval_id, str(approval_id))
+
+
 @require_POST
 @login_required
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Approve or reject (POST ``decision``: approve|reject, ``comment``: required to reject;
+    """Approve, reject or respond (POST ``decision``: approve|reject|respond, ``comment``:
+    required to reject, and the answer for the agent to respond;
     to approve with edits, ``args``: the arguments as JSON text), then back to the inbox at
     the reviewer's place (``place``: the inbox's query string; ``next``: the id of the card to
-    focus after a decision).
+    focus after a decision), or to the request's own page (``back``: ``request``).
 
     Every refusal of the service (not pending any more, already decided, own run, no reviewer
     permission, bad input) and a rejection without a reason become an error message on the
-    inbox, the card focused again; so does a request that does not exist or is in a project
-    the user may not see (the same message for both).
+    request (its card focused and opened again, or its page), what the reviewer typed kept
+    in the form (``_keep_draft``); a request that does not exist or is in a project the user
+    may not see gets the same message, on the inbox.
     """
     project_id = (
         ApprovalRequest.objects.filter(pk=approval_id).values_list("run__project_id", flat=True)
@@ -255,16 +442,22 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     ):
         messages.error(request, f"Approval request {approval_id} does not exist.")
         return _back_to_place(request)
-    again = str(approval_id)
     decision = request.POST.get("decision", "")
     comment = request.POST.get("comment", "").strip()
     if decision == Decision.REJECT and not comment:
-        messages.error(
+        return _refused(
             request,
+            approval_id,
             "Could not record your rejection: give a reason (the agent and the audit log "
             "keep it). Nothing was changed.",
         )
-        return _back_to_place(request, again)
+    if decision == Decision.RESPOND and not comment:
+        return _refused(
+            request,
+            approval_id,
+            "Could not send your response: write it in the comment (the agent gets it as the "
+            "call's outcome). Nothing was changed.",
+        )
     args_text = request.POST.get("args", "")
     args = None
     if decision == Decision.APPROVE and args_text.strip():
@@ -273,10 +466,11 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         try:
             args = json.loads(args_text)
         except ValueError as exc:
-            messages.error(
-                request, f"Could not record your decision: the arguments are not JSON ({exc})."
+            return _refused(
+                request,
+                approval_id,
+                f"Could not record your decision: the arguments are not JSON ({exc}).",
             )
-            return _back_to_place(request, again)
     try:
         approval = services.approval_decide(
             approval_id=approval_id,
@@ -286,10 +480,19 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             args=args,
         )
     except (Conflict, PermissionDenied, InvalidInput) as exc:
-        messages.error(request, f"Could not record your decision: {exc}.")
-        return _back_to_place(request, again)
+        return _refused(request, approval_id, f"Could not record your decision: {exc}.")
     tool = approval.step.tool
-    if decision == Decision.REJECT:
+    if decision == Decision.RESPOND:
+        messages.success(
+            request,
+            f"Responded to {tool}: the call is refused and the agent gets your answer"
+            + (
+                " as its outcome."
+                if approval.run.agent in CLIENT_DRIVEN
+                else "; the run has failed."
+            ),
+        )
+    elif decision == Decision.REJECT:
         if approval.run.agent in CLIENT_DRIVEN:
             messages.success(
                 request, f"Rejected {tool}: the agent gets your reason as its outcome."
@@ -308,4 +511,107 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         )
     else:
         messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
-    return _back_to_place(request, request.POST.get("next", ""))
+    return _back(request, approval_id, request.POST.get("next", ""))
+
+
+def _is_id(value: str) -> bool:
+    """Whether ``value`` is an approval id's text (ASCII digits, at most 18)."""
+    return value.isascii() and value.isdigit() and len(value) <= 18
+
+
+@require_POST
+@login_required
+def approval_decide_bulk(request: HttpRequest) -> HttpResponse:
+    """One decision on a selection of requests (POST ``ids``: approval ids, repeated;
+    ``decision``: approve|reject|respond; ``comment``: required to reject or respond), each
+    through the same service and rules as a single decision
+    (``services.approval_decide_many``), then back to the inbox at the reviewer's place
+    (``place``). What was decided and each refusal, by request, become messages; ids that are
+    not numbers, unknown, or of a project the user may not see are refused as "does not
+    exist", and a missing reason refuses the whole selection (nothing changes).
+    """
+    raw = request.POST.getlist("ids")
+    ids = [int(value) for value in raw if _is_id(value)]
+    visible = set(
+        Access(request.user)
+        .scope(
+            ApprovalRequest.objects.filter(pk__in=ids),
+            "approvals.view_approvalrequest",
+            "run__project_id",
+        )
+        .values_list("pk", flat=True)
+    )
+    decision = request.POST.get("decision", "")
+    comment = request.POST.get("comment", "").strip()
+    if decision in (Decision.REJECT, Decision.RESPOND) and not comment:
+        messages.error(
+            request,
+            "Could not record your decision on the selection: give a reason (or the answer "
+            "to send). Nothing was changed.",
+        )
+        return _back_to_place(request)
+    hidden = len(raw) - sum(1 for value in raw if _is_id(value) and int(value) in visible)
+    if hidden:
+        messages.error(request, f"{hidden} of the selected requests do not exist.")
+    chosen = [pk for pk in ids if pk in visible]
+    if hidden and not chosen:
+        return _back_to_place(request)
+    try:
+        outcome = services.approval_decide_many(
+            approval_ids=chosen,
+            actor=Actor.for_user(request.user),
+            decision=decision,
+            comment=comment,
+        )
+    except InvalidInput as exc:
+        messages.error(request, f"Could not record your decision on the selection: {exc}.")
+        return _back_to_place(request)
+    if outcome.decided:
+        verb = DECISION_PAST_TENSE[decision].capitalize()
+        count = len(outcome.decided)
+        messages.success(request, f"{verb} {count} request{'s' if count != 1 else ''}.")
+    for approval_id, why in outcome.refused.items():
+        messages.error(request, f"Request #{approval_id} was not decided: {why}.")
+    return _back_to_place(request)
+
+
+# The snoozes a reviewer may choose, in hours.
+SNOOZE_HOURS = (1, 4, 24)
+
+
+@require_POST
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def approval_mark(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Change the user's own marks on a pending request (POST ``action``: ``snooze`` with
+    ``hours``, one of ``SNOOZE_HOURS``; ``unsnooze``; ``assign``; ``unassign``) through
+    ``approvals.marks``, then back to where it was posted from (``back``, ``place`` as for a
+    decision). A refusal (not pending, unknown or another project's request, a bad action)
+    is an error message and changes nothing."""
+    action = request.POST.get("action", "")
+    actor = Actor.for_user(request.user)
+    try:
+        if action == "snooze":
+            hours = request.POST.get("hours", "")
+            if hours not in {str(h) for h in SNOOZE_HOURS}:
+                raise InvalidInput(f"snooze for one of {SNOOZE_HOURS} hours", field="hours")
+            until = timezone.now() + timedelta(hours=int(hours))
+            marks.approval_snooze(approval_id=approval_id, actor=actor, until=until)
+            messages.success(request, f"Snoozed request #{approval_id} for {hours} h.")
+        elif action == "unsnooze":
+            marks.approval_snooze(approval_id=approval_id, actor=actor, until=None)
+            messages.success(request, f"Request #{approval_id} is back in your inbox.")
+        elif action in ("assign", "unassign"):
+            marks.approval_assign(approval_id=approval_id, actor=actor, assigned=action == "assign")
+            done = "assigned to you" if action == "assign" else "no longer assigned to you"
+            messages.success(request, f"Request #{approval_id} is {done}.")
+        else:
+            raise InvalidInput("unknown action", field="action")
+    except ApprovalRequest.DoesNotExist:
+        messages.error(request, f"Approval request {approval_id} does not exist.")
+        return _back_to_place(request)
+    except (Conflict, InvalidInput, PermissionDenied) as exc:
+        messages.error(request, f"Could not change your marks: {exc}.")
+    if request.POST.get("back") == "request":
+        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
+    return _back_to_place(request)

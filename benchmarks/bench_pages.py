@@ -16,6 +16,11 @@ figures are the median over the renders of the wall time (``time.perf_counter``)
 process's CPU time (``time.process_time``: the Python work alone, less disturbed by the
 machine's other load; PostgreSQL's own time is not in it). Targets (issue 12, item 10): run
 page and inbox at most 15 ms, runs list at most 10 ms, on the wall-time median.
+
+The inbox at scale (issue 30, item 7) is measured after those, once ``Size.scale_pending``
+more requests wait (``send_email`` calls to ``SCALE_RECIPIENTS`` addresses, so identical
+requests are grouped as in a real queue): its first page, with its counts per tool and risk
+and each line's identical count, at most 150 ms on the wall-time median with 1,000 pending.
 """
 
 from __future__ import annotations
@@ -59,9 +64,14 @@ ECHO_VALUE = {
 class Size:
     warmup: int
     renders: int
+    scale_pending: int
 
 
-SIZES = {"tiny": Size(warmup=1, renders=3), "full": Size(warmup=10, renders=50)}
+SIZES = {
+    "tiny": Size(warmup=1, renders=3, scale_pending=30),
+    "full": Size(warmup=10, renders=50, scale_pending=1000),
+}
+SCALE_RECIPIENTS = 10
 
 _PAGES = {
     "page": (f"run page ({STEPS_PER_RUN} steps)", 15),
@@ -69,13 +79,27 @@ _PAGES = {
     "list": ("runs list (50 runs)", 10),
 }
 
-FIGURES = [
-    Figure(f"{page}_wall", f"{label}: server time, median", "ms", (Target("<=", bound),))
-    for page, (label, bound) in _PAGES.items()
-] + [
-    Figure(f"{page}_cpu", f"{label}: server CPU time, median", "ms")
-    for page, (label, _) in _PAGES.items()
-]
+_SCALE_LABEL = "approvals inbox, 1,000 more pending (tiny: 30)"
+
+FIGURES = (
+    [
+        Figure(f"{page}_wall", f"{label}: server time, median", "ms", (Target("<=", bound),))
+        for page, (label, bound) in _PAGES.items()
+    ]
+    + [
+        Figure(f"{page}_cpu", f"{label}: server CPU time, median", "ms")
+        for page, (label, _) in _PAGES.items()
+    ]
+    + [
+        Figure(
+            "inbox_scale_wall",
+            f"{_SCALE_LABEL}: server time, median",
+            "ms",
+            (Target("<=", 150),),
+        ),
+        Figure("inbox_scale_cpu", f"{_SCALE_LABEL}: server CPU time, median", "ms"),
+    ]
+)
 
 
 def _eager_runs(count: int, goal: str, steps: list[dict[str, Any]], actor: Any) -> list[str]:
@@ -95,11 +119,12 @@ def _eager_runs(count: int, goal: str, steps: list[dict[str, Any]], actor: Any) 
 
 @dataclass
 class Fixture:
-    """The logged-in clients and the URL each page is measured at."""
+    """The logged-in clients, the URL each page is measured at, and the operator's actor."""
 
     operator: Any
     reviewer: Any
     urls: dict[str, str]
+    actor: Any
 
 
 def prepare() -> Fixture:
@@ -140,7 +165,21 @@ def prepare() -> Fixture:
         operator=operator,
         reviewer=reviewer,
         urls={"page": f"/runs/{run_id}/", "inbox": "/approvals/", "list": "/"},
+        actor=actor,
     )
+
+
+def prepare_scale(count: int, actor: Any) -> None:
+    """Make ``count`` more requests wait, asked for by ``actor``: ``send_email`` calls, one of
+    ``SCALE_RECIPIENTS`` recipients each (identical calls come in groups)."""
+    for i in range(SCALE_RECIPIENTS):
+        args = {"to": [f"customer{i}@example.com"], "subject": "Your trip", "body": "Moved."}
+        _eager_runs(
+            count // SCALE_RECIPIENTS + (1 if i < count % SCALE_RECIPIENTS else 0),
+            f"inbox scale {i}",
+            [{"tool": "send_email", "args": args, "rationale": "Confirm the change"}],
+            actor,
+        )
 
 
 def measure(client: Any, url: str, warmup: int, renders: int) -> tuple[float, float]:
@@ -173,3 +212,8 @@ def run(bench: Bench) -> Iterator[Sample]:
             wall, cpu = measure(client, fx.urls[page], size.warmup, size.renders)
             yield Sample(f"{page}_wall", wall)
             yield Sample(f"{page}_cpu", cpu)
+    prepare_scale(size.scale_pending, fx.actor)
+    for _ in range(bench.repeat):
+        wall, cpu = measure(fx.reviewer, "/approvals/", size.warmup, size.renders)
+        yield Sample("inbox_scale_wall", wall)
+        yield Sample("inbox_scale_cpu", cpu)

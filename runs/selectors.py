@@ -17,6 +17,7 @@ from django.db.models import Count, IntegerField, Max, Min, Prefetch, Q, QuerySe
 from django.db.models.expressions import RawSQL
 
 from agentops.statuses import StatusInfo
+from audit.models import AuditEvent
 from runs.models import (
     STATE_SCHEMA_VERSION,
     AgentKind,
@@ -29,7 +30,7 @@ from runs.models import (
     StepAttempt,
     state_hash,
 )
-from runs.state_diff import StepStates, json_diff
+from runs.state_diff import Change, StepStates, json_diff
 from runs.state_migrations import state_upgrade
 from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
 
@@ -507,3 +508,40 @@ def agent_state_written_for_step(*, run_id: uuid.UUID | str, index: int) -> Step
     before = agent_state_get(run_id=run_id, version=written["first"] - 1).state
     after = agent_state_get(run_id=run_id, version=written["last"]).state
     return StepStates(before, after, json_diff(before, after))
+
+
+@dataclass(frozen=True)
+class ArgsEdit:
+    """A person's edit of a step's arguments while it waited at its gate, from its audit event
+    (``step.args_edited``): who (``editor``, their display name as recorded), when (``at``),
+    why (``reason``, may be empty), and what changed (``changes``: ``runs.state_diff.Change``
+    items from the old arguments to the new, in document order)."""
+
+    editor: str
+    at: datetime
+    reason: str
+    changes: list[Change]
+
+
+def args_edits(*, run_ids: list[uuid.UUID], step_ids: list[int]) -> dict[int, list[ArgsEdit]]:
+    """The argument edits of each of ``step_ids`` (steps of the runs ``run_ids``), oldest
+    first, by step id (a step never edited is absent). One query, on the audit log's
+    run index."""
+    if not step_ids:
+        return {}
+    wanted = {str(step_id) for step_id in step_ids}
+    events = (
+        AuditEvent.objects.filter(run_id__in=run_ids, verb="step.args_edited", object_type="step")
+        .order_by("id")
+        .values_list("object_id", "actor_name", "created_at", "payload")
+    )
+    found: dict[int, list[ArgsEdit]] = {}
+    for object_id, editor, at, payload in events:
+        if object_id not in wanted or not isinstance(payload, dict):
+            continue
+        before = (payload.get("from") or {}).get("args")
+        after = (payload.get("to") or {}).get("args")
+        found.setdefault(int(object_id), []).append(
+            ArgsEdit(editor, at, str(payload.get("reason") or ""), json_diff(before, after))
+        )
+    return found

@@ -226,6 +226,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     ]
     return {
         "run": run,
+        "args_edits": selectors.args_edits(run_ids=[run.pk], step_ids=[step.pk for step in steps]),
         # Only what the server recorded when it forked (never the client's metadata).
         "parent": (
             family.filter(pk=run.forked_from_id).first()

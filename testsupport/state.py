@@ -13,7 +13,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.db.models import Model
 
-from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
@@ -43,6 +43,7 @@ MODELS: list[type[Model]] = [
     Compaction,
     ApprovalRequest,
     ApprovalDecision,
+    ApprovalMark,
     AuditEvent,
 ]
 MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}

@@ -148,6 +148,7 @@ def _send_email_preview(args: dict[str, Any], ctx: PreviewContext) -> dict[str, 
     side_effects=True,
     max_attempts=1,
     preview=_send_email_preview,
+    key_args=("to", "subject"),
 )
 def send_email(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     sent = send_mail(

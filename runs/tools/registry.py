@@ -97,7 +97,8 @@ class Tool:
     bounds one attempt; ``max_attempts`` counts the first attempt too. ``idempotent``: calling
     it twice with the same idempotency key has the effect of one call (the outside system
     deduplicates by key), so a call whose outcome is unknown may be repeated. ``error_when``
-    (optional) is its error form: a result it holds true for is a tool error."""
+    (optional) is its error form: a result it holds true for is a tool error. ``key_args``
+    names the arguments a reviewer's inbox shows on a call's line (empty: the first few)."""
 
     name: str
     fn: ToolFn
@@ -110,6 +111,7 @@ class Tool:
     idempotent: bool = True
     preview: PreviewFn | None = None
     error_when: ErrorWhen | None = None
+    key_args: tuple[str, ...] = ()
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -138,6 +140,7 @@ def register(
     idempotent: bool | None = None,
     preview: PreviewFn | None = None,
     error_when: ErrorWhen | None = None,
+    key_args: tuple[str, ...] = (),
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
 
@@ -145,6 +148,7 @@ def register(
     ``preview`` (optional, ``PreviewFn``) describes what a call would change without making
     it; reviewers see it on the call's approval card (``runs.tools.preview.tool_preview``).
     ``error_when`` (optional, ``ErrorWhen``) is the tool's error form (``tool_error_of``).
+    ``key_args`` (optional) names the arguments the approvals inbox shows on a call's line.
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -167,6 +171,7 @@ def register(
             idempotent=(not side_effects) if idempotent is None else idempotent,
             preview=preview,
             error_when=error_when,
+            key_args=key_args,
         )
         return fn
 

@@ -12,7 +12,8 @@
 (function () {
   "use strict";
 
-  var region = document.getElementById("live-region");
+  // The inbox's list, or a request's own page (one request, always the current one).
+  var region = document.getElementById("live-region") || document.querySelector("[data-approval-page]");
   if (!region) {
     return;
   }
@@ -28,7 +29,7 @@
   }
 
   function currentCard() {
-    return cardOf(document.activeElement);
+    return region.dataset.approvalPage !== undefined ? region : cardOf(document.activeElement);
   }
 
   function focusCard(card) {
@@ -83,16 +84,17 @@
     return missing;
   }
 
-  // A rejection needs a reason: refused here before the confirmation (and by the server).
+  // A rejection needs a reason, a response its text: refused here before the confirmation
+  // (and by the server).
   region.addEventListener("confirm:before", function (event) {
     var button = event.target;
-    if (button.value === "reject" && button.form && commentMissing(button.form)) {
+    if ((button.value === "reject" || button.value === "respond") && button.form && commentMissing(button.form)) {
       event.preventDefault();
     }
   });
   region.addEventListener("submit", function (event) {
     var submitter = event.submitter;
-    if (submitter && submitter.value === "reject" && commentMissing(event.target)) {
+    if (submitter && (submitter.value === "reject" || submitter.value === "respond") && commentMissing(event.target)) {
       event.preventDefault();
     }
   });
@@ -122,8 +124,7 @@
         if (!approve) {
           return;
         }
-        var tool = card.querySelector("[data-approval-tool]").textContent;
-        window.agentopsConfirm(approve, "Approve " + tool + "? The call runs once approved.", "Approve");
+        window.agentopsConfirm(approve, approve.dataset.confirm, approve.dataset.confirmLabel);
         break;
       }
       case "r": {
@@ -158,7 +159,47 @@
 
   region.addEventListener("live:updated", showCount);
 
-  // Back from a decision: focus the card named in the address (the next one), or the first.
+  // Bulk decisions: select requests (or all on the page), then approve or reject them with
+  // one comment; a rejection needs it, and nothing is sent without a selection.
+  var bulk = document.getElementById("bulk-form");
+  function selected() {
+    return region.querySelectorAll("[data-select]:checked").length;
+  }
+  function showSelected() {
+    var count = bulk && bulk.querySelector("[data-selected-count]");
+    if (count) {
+      count.textContent = selected() + " selected";
+    }
+  }
+  if (bulk) {
+    bulk.querySelector("[data-select-all]").addEventListener("change", function (event) {
+      region.querySelectorAll("[data-select]").forEach(function (box) {
+        box.checked = event.target.checked;
+      });
+      showSelected();
+    });
+    region.addEventListener("change", function (event) {
+      if (event.target.matches && event.target.matches("[data-select]")) {
+        showSelected();
+      }
+    });
+    region.addEventListener("live:updated", showSelected);
+    bulk.addEventListener("confirm:before", function (event) {
+      var comment = bulk.querySelector("[data-bulk-comment]");
+      if (!selected()) {
+        event.preventDefault();
+        bulk.querySelector("[data-select-all]").focus();
+      } else if (event.target.value === "reject" && !comment.value.trim()) {
+        event.preventDefault();
+        comment.setAttribute("aria-invalid", "true");
+        comment.focus();
+      }
+    });
+  }
+
+  // Back from a decision: focus the card named in the address (the next one). A request not
+  // on this page (an old link, or one decided meanwhile) focuses nothing, so a shortcut can
+  // never act on a request the reviewer did not choose: a notice links to its own page.
   // After "load": the browser's own move to the address's fragment would undo it before.
   function focusWanted() {
     var wanted = /^#approval-(\d+)$/.exec(window.location.hash);
@@ -167,7 +208,12 @@
     }
     var target = document.getElementById("approval-" + wanted[1]);
     if (!target) {
-      focusCard(cardOf(summaries()[0]));
+      var notice = document.querySelector("[data-missing-request]");
+      if (notice) {
+        notice.querySelector("a").href = notice.dataset.pathTemplate.replace("/0/", "/" + wanted[1] + "/");
+        notice.querySelector("[data-missing-id]").textContent = wanted[1];
+        notice.hidden = false;
+      }
       return;
     }
     focusCard(target);

@@ -63,7 +63,7 @@
   function snapshot() {
     var state = { values: {}, open: {}, focusId: null, selection: null };
     region.querySelectorAll("[data-preserve][id]").forEach(function (el) {
-      state.values[el.id] = el.value;
+      state.values[el.id] = el.type === "checkbox" ? el.checked : el.value;
     });
     region.querySelectorAll("details[id]").forEach(function (el) {
       state.open[el.id] = el.open;
@@ -82,7 +82,11 @@
     Object.keys(state.values).forEach(function (id) {
       var el = document.getElementById(id);
       if (el && region.contains(el)) {
-        el.value = state.values[id];
+        if (el.type === "checkbox") {
+          el.checked = state.values[id];
+        } else {
+          el.value = state.values[id];
+        }
       }
     });
     Object.keys(state.open).forEach(function (id) {

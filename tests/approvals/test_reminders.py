@@ -64,7 +64,7 @@ def test_a_reminder_is_sent_once_when_beat_runs_twice_at_once(
 
     assert [m.to for m in _reminders()] == [["ravi@example.com"]]
     assert "refund_payment" in _reminders()[0].body
-    assert f"/approvals/#approval-{approval.pk}" in _reminders()[0].body
+    assert f"/approvals/{approval.pk}/" in _reminders()[0].body
     assert webhook_server.titles("rule")[1:] == [
         "[agentops] Reminder: approval still needed: refund_payment (high)"
     ]

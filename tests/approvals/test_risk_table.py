@@ -129,6 +129,11 @@ def test_a_risk_its_server_declares_applies_only_where_no_rule_matches(seeded):
     assert _declared("wipe_disk", "high") == ("high", 1, "its server declares high risk")
     # A rule wins over any declaration: a server cannot talk its writes down to low risk.
     assert _declared("cancel_reservation", "low") == ("high", 1, "rule cancel_*: high risk")
+    # Unless an admin who trusts a server's read-only hints says so on the rule.
+    RiskRule.objects.filter(pattern="cancel_*").update(applies_to_read_only=False)
+    rules_changed()
+    assert _declared("cancel_reservation", "low") == ("low", 0, "")
+    assert _declared("cancel_reservation", "high") == ("high", 1, "rule cancel_*: high risk")
     # No declaration and no rule: unknown, so high.
     assert _declared("lookup_weather", "") == ("high", 1, "unknown tool: high risk")
 

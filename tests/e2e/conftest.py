@@ -3,12 +3,13 @@ pytest-playwright's downloaded browser), and logging in through the login page."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.db import connections
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from testsupport.factories import PASSWORD
 
@@ -57,6 +58,19 @@ def log_in(page: Page, username: str, next_url: str) -> None:
     page.fill("input[name=password]", PASSWORD)
     with page.expect_navigation():
         page.click("button[type=submit]")
+
+
+def approve_confirmed(page: Page, within: Locator) -> None:
+    """Click the Approve button in ``within`` (a card or a request's page), check that the
+    confirmation asks (its confirming button in the primary style, the focus on "Go back"),
+    confirm, and wait for the page the decision returns to."""
+    within.locator("[data-action=approve]").click()
+    dialog = page.locator("#confirm-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("[data-confirm-cancel]")).to_be_focused()
+    expect(dialog.locator("[data-confirm-ok]")).to_have_class(re.compile(r"\bbutton-primary\b"))
+    with page.expect_navigation():
+        dialog.locator("[data-confirm-ok]").click()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -63,6 +63,7 @@ PAGES = [
     AppPage("runs list, filtered", "olivia", lambda d: "/?status=waiting"),
     AppPage("run page", "olivia", lambda d: f"/runs/{d.run.pk}/"),
     AppPage("approvals inbox", "rita", lambda d: "/approvals/"),
+    AppPage("approval request", "rita", lambda d: f"/approvals/{d.approval.pk}/"),
     AppPage("overview", "olivia", lambda d: "/overview/"),
     AppPage("workers and queues", "olivia", lambda d: "/workers/"),
     AppPage("admin index", "ada", lambda d: "/admin/", own=False),

@@ -3,6 +3,8 @@ cancels the run. Playwright drives Debian's chromium against daphne."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -31,7 +33,9 @@ def test_cancel_run_asks_to_confirm(asgi_server, operator, chromium):
     page.click("[data-action=cancel]")
     expect(dialog).to_be_visible()
     expect(page.locator("#confirm-text")).to_contain_text("Cancel this run?")
-    expect(dialog.locator("[data-confirm-ok]")).to_be_focused()
+    # The least destructive choice has the focus; the confirming button keeps the danger style.
+    expect(dialog.locator("[data-confirm-cancel]")).to_be_focused()
+    expect(dialog.locator("[data-confirm-ok]")).to_have_class(re.compile(r"\bbutton-danger\b"))
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
     page.click("[data-action=cancel]")

@@ -13,7 +13,7 @@ from audit.models import AuditEvent
 from runs.control.create import run_create
 from runs.models import Run, RunStatus, ToolCall
 from tests.conftest import wait_for
-from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
+from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -46,8 +46,7 @@ def test_a_reviewer_edits_an_argument_in_the_inbox_and_approves(
     editor.fill(json.dumps(EDITED, indent=2))
     item.locator("textarea[name=comment]").fill("Send it to the office address.")
     page.screenshot(path=SCREENSHOTS / "e2e-edit-args.png", full_page=True)
-    with page.expect_navigation():
-        item.locator("[data-action=approve]").click()
+    approve_confirmed(page, item)
     expect(page.locator(".message-success")).to_contain_text("Approved send_email")
 
     finished = wait_for(
@@ -84,8 +83,7 @@ def test_arguments_that_fail_the_schema_get_a_clear_message(
     item.locator("[data-card-summary]").click()
     item.locator("details.edit-args summary").click()
     item.locator("[data-approval-args-editor]").fill('{"to": "not a list"}')
-    with page.expect_navigation():
-        item.locator("[data-action=approve]").click()
+    approve_confirmed(page, item)
     expect(page.locator(".message-error")).to_contain_text("args")
     approval.refresh_from_db()
     assert approval.status == "pending"

@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.approvals.conftest import client_step, transfer_rules
-from tests.e2e.conftest import SCREENSHOTS, logged_in_page
+from tests.e2e.conftest import SCREENSHOTS, approve_confirmed, logged_in_page
 
 pytestmark = pytest.mark.e2e
 
@@ -44,8 +44,7 @@ def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
     card.locator("[data-card-summary]").click()
     card.locator("details.edit-args summary").click()
     card.locator("[data-approval-args-editor]").fill(json.dumps({"amount": 5_000_000}))
-    with page.expect_navigation():
-        card.locator("[data-action=approve]").click()
+    approve_confirmed(page, card)
     expect(page.locator("li.message-warning")).to_contain_text(
         "needs a stricter approval (critical risk, 2 approvals)"
     )

@@ -19,7 +19,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus, RiskRule
 from projects.roles import Role
 from runs.models import StepStatus
 from tests.approvals.conftest import client_step, group_of
-from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
+from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 from testsupport.factories import make_user
 
 pytestmark = pytest.mark.e2e
@@ -74,8 +74,7 @@ def test_a_manager_approves_an_escalated_request_in_the_inbox(
     expect(card.locator("[data-refusal]")).to_have_count(0)
     card.locator("textarea[name=comment]").fill("Finance is out; approved as manager.")
     page.screenshot(path=SCREENSHOTS / "e2e-escalated-inbox.png", full_page=True)
-    with page.expect_navigation():
-        card.locator("[data-action=approve]").click()
+    approve_confirmed(page, card)
     expect(page.locator(".message-success")).to_contain_text("Approved refund_payment")
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.APPROVED

@@ -19,7 +19,7 @@ from agentops.actors import Actor
 from approvals.models import ApprovalRequest, ApprovalStatus
 from runs.control.create import run_create
 from runs.models import Run
-from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
+from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -78,14 +78,19 @@ def test_a_reviewer_approves_and_rejects_with_the_keyboard_only(
     page.keyboard.press("Escape")
     expect(page.locator("#shortcuts-dialog")).to_be_hidden()
 
-    # j focuses the first card, Enter opens it, a asks to confirm, Enter approves.
+    # j focuses the first card, Enter opens it, a asks to confirm, Tab Enter approves.
     page.keyboard.press("j")
     assert focused(page) == f"{first.pk}:summary"
     page.keyboard.press("Enter")
     expect(page.locator(f"#card-{first.pk}")).to_have_attribute("open", "")
+    # a asks to confirm as a click does: "Go back" has the focus, Tab reaches Approve.
     page.keyboard.press("a")
     expect(page.locator("#confirm-dialog")).to_be_visible()
     expect(page.locator("#confirm-text")).to_contain_text("Approve send_email?")
+    expect(page.locator("[data-confirm-cancel]")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("[data-confirm-ok]")).to_be_focused()
+    expect(page.locator("[data-confirm-ok]")).to_have_text("Approve")
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page.locator(".message-success")).to_contain_text("Approved send_email")
@@ -119,6 +124,7 @@ def test_a_reviewer_approves_and_rejects_with_the_keyboard_only(
     page.keyboard.press("Enter")
     expect(page.locator("#confirm-dialog")).to_be_visible()
     page.screenshot(path=SCREENSHOTS / "e2e-inbox-confirm-reject.png")
+    page.keyboard.press("Tab")
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page.locator(".message-success")).to_contain_text("Rejected send_email")
@@ -145,7 +151,7 @@ def test_an_empty_reason_is_refused_by_the_server_too(asgi_server, operator, rev
     with page.expect_navigation():
         page.evaluate(
             """(id) => {
-                const form = document.querySelector(`[data-approval-id="${id}"] form`);
+                const form = document.getElementById(`decide-${id}`);
                 form.querySelector("[data-comment]").value = "   ";
                 const decision = document.createElement("input");
                 Object.assign(decision, { type: "hidden", name: "decision", value: "reject" });
@@ -175,8 +181,7 @@ def test_filters_and_the_place_survive_a_decision(asgi_server, operator, reviewe
     expect(cards).to_have_count(2)
     expect(cards.first).to_have_attribute("data-approval-id", str(invoices[1].pk))
     page.locator(f"#summary-{invoices[1].pk}").click()
-    with page.expect_navigation():
-        page.locator(f"#card-{invoices[1].pk} [data-action=approve]").click()
+    approve_confirmed(page, page.locator(f"#card-{invoices[1].pk}"))
     assert "q=invoices" in page.url
     assert "sort=newest" in page.url
     assert page.url.endswith(f"#approval-{invoices[0].pk}")
@@ -244,7 +249,12 @@ def test_a_transcript_card_shows_the_call_in_context_without_overflow(
     conversation = card.locator("[data-approval-conversation]")
     expect(conversation).to_contain_text("Mailing the summary now.")
     expect(conversation).not_to_contain_text("LATER MESSAGE")
-    expect(card.locator(".earlier-steps")).to_contain_text("legs")
+    # A recorded transcript keeps its calls as steps: each earlier call once, its arguments
+    # beside its result.
+    booking = card.locator(".earlier-steps li").first
+    expect(booking).to_contain_text("get_booking")
+    expect(booking.locator("[data-step-args]")).to_contain_text("B1")
+    expect(booking.locator("[data-step-result]")).to_contain_text("legs")
     page.screenshot(path=SCREENSHOTS / f"e2e-inbox-card-{width}.png", full_page=True)
     too_wide = page.evaluate(
         """() => {

@@ -30,7 +30,7 @@ from gateway.models import McpSession
 from gateway.services import upstream_register
 from runs.models import Run, Step
 from tests.conftest import wait_for
-from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
+from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 from testsupport.factories import make_token
 
 pytestmark = pytest.mark.e2e
@@ -127,8 +127,7 @@ def test_the_mcp_sessions_timeline_follows_the_reviewers_approval_live(
     item.locator("details.edit-args summary").click()
     item.locator("[data-approval-args-editor]").fill(json.dumps(APPROVED, indent=2))
     item.locator("textarea[name=comment]").fill("Ninety, not nine hundred.")
-    with inbox.expect_navigation():
-        item.locator("[data-action=approve]").click()
+    approve_confirmed(inbox, item)
     expect(inbox.locator(".message-success")).to_contain_text("Approved transfer")
 
     # The operator's page follows over its WebSocket: the step succeeded with the upstream's

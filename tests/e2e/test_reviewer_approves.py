@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import Run, RunStatus
-from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
+from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +59,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     approval_id = run.approvals.get().pk
     stale.evaluate(
         """(id) => {
-            const form = document.querySelector(`[data-approval-id="${id}"] form`).cloneNode(true);
+            const form = document.getElementById(`decide-${id}`).cloneNode(true);
             form.id = "stale-form";
             document.body.appendChild(form);
         }""",
@@ -78,8 +78,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     expect(item.locator(".earlier-steps")).to_contain_text("42")
     item.locator("textarea[name=comment]").fill("Checked the figure, send it.")
     inbox.screenshot(path=SCREENSHOTS / "e2e-inbox.png", full_page=True)
-    with inbox.expect_navigation():
-        item.locator("[data-action=approve]").click()
+    approve_confirmed(inbox, item)
     expect(inbox.locator(".message-success")).to_contain_text("Approved send_email")
 
     # Tab 1 follows the run to the end over its WebSocket, without reloading.
@@ -96,7 +95,10 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
         stale.evaluate(
             """() => {
                 const form = document.getElementById("stale-form");
-                form.requestSubmit(form.querySelector("[data-action=approve]"));
+                const decision = document.createElement("input");
+                Object.assign(decision, { type: "hidden", name: "decision", value: "approve" });
+                form.appendChild(decision);
+                form.requestSubmit();
             }"""
         )
     expect(stale.locator(".message-error")).to_contain_text(

@@ -45,7 +45,8 @@ def nested(depth: int) -> Any:
 
 def render_all(client: Client, run: Run) -> list[str]:
     """The HTML of the inbox (page, fragment, each filtered: all four list the run's card),
-    the card's context and the run page, each asserted to answer 200."""
+    the card's context, the request's own page and the run page, each asserted to answer
+    200."""
     approval = run.approvals.get()
     paths = [
         reverse("approval-inbox"),
@@ -53,6 +54,7 @@ def render_all(client: Client, run: Run) -> list[str]:
         f"{reverse('approval-inbox')}?tool={approval.step.tool}&risk={approval.risk}",
         f"{reverse('approval-inbox-fragment')}?run={run.pk}&q=send",
         reverse("approval-context", args=[approval.pk]),
+        reverse("approval-detail", args=[approval.pk]),
         reverse("run-detail", args=[run.pk]),
     ]
     shown = []
@@ -96,7 +98,7 @@ def test_arguments_and_results_nested_900_deep_render_folded_with_a_note(reviewe
     # it gets depends on how deep the caller's stack already is: pytest-xdist's is deeper).
     printed = f"nested deeper than {PRETTY_JSON_MAX_DEPTH} levels: not shown"
     read = f"nested deeper than {MAX_JSON_DEPTH} levels: not read"
-    assert printed in shown[5] or read in shown[5]
+    assert printed in shown[-1] or read in shown[-1]
 
 
 def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer, make_run):
@@ -114,7 +116,7 @@ def test_arguments_and_results_stored_5000_deep_render_cut_with_a_note(reviewer,
     note = f"nested deeper than {JSON_TREE_MAX_DEPTH} levels: not shown"
     assert note in shown[0]
     assert note in shown[4]
-    assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in shown[5]
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels: not read" in shown[-1]
 
 
 def test_a_long_result_is_cut_on_the_run_page_and_long_arguments_stay_whole_in_the_editor(
@@ -127,7 +129,7 @@ def test_a_long_result_is_cut_on_the_run_page_and_long_arguments_stay_whole_in_t
         args={"to": ["ops@example.com"], "subject": long, "body": "b"}
     )
     shown = render_all(client_for(reviewer), run)
-    run_page, inbox = shown[5], shown[0]
+    run_page, inbox = shown[-1], shown[0]
     assert "more characters not shown" in run_page
     start = run_page.index("data-step-result")
     result = run_page[start : run_page.index("</pre>", start)]

@@ -137,9 +137,10 @@ def test_arguments_and_results_holding_json_text_are_shown_parsed(reviewer, make
     shown = card[card.index("data-approval-args") : card.index("data-approval-preview")]
     shown += context[context.index("earlier-steps") :]
     assert "\\&quot;" not in shown
-    assert shown.count('<span class="j-key">name</span>: <span class="j-str">"&lt;b&gt;Ada') == 2
+    # The argument to decide, and the earlier step's argument beside its result.
+    assert shown.count('<span class="j-key">name</span>: <span class="j-str">"&lt;b&gt;Ada') == 3
     assert "<b>Ada</b>" not in card + context
-    assert shown.count('class="j-note"') == 2  # the argument and the earlier result
+    assert shown.count('class="j-note"') == 3
 
 
 def test_the_card_shows_the_tools_preview_of_what_changes(reviewer, awaiting_run):

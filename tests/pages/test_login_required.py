@@ -18,6 +18,7 @@ PAGES = [
     f"/runs/{UNKNOWN_RUN}/fragment/",
     "/approvals/",
     "/approvals/fragment/",
+    "/approvals/1/",
 ]
 
 
@@ -28,8 +29,9 @@ def test_anonymous_visitor_is_redirected_to_login(client, url):
     assert response["Location"].startswith(reverse("login"))
 
 
-def test_anonymous_decision_is_redirected_to_login(client):
-    response = client.post("/approvals/1/decide/", {"decision": "approve"})
+@pytest.mark.parametrize("url", ["/approvals/1/decide/", "/approvals/bulk/", "/approvals/1/mark/"])
+def test_anonymous_decision_is_redirected_to_login(client, url):
+    response = client.post(url, {"decision": "approve", "ids": ["1"], "action": "assign"})
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
 

@@ -145,7 +145,7 @@ def test_admin_view_on_site_opens_the_run_the_step_and_the_approval(client, seed
     expected = {
         awaiting_run: f"/runs/{awaiting_run.pk}/",
         step: f"/runs/{awaiting_run.pk}/#step-1",
-        approval: f"/runs/{awaiting_run.pk}/#approval-{approval.pk}",
+        approval: f"/approvals/{approval.pk}/",
     }
     for obj, url in expected.items():
         assert obj.get_absolute_url() == url
