@@ -28,6 +28,7 @@ def test_switching_a_risk_rule_off_in_admin_is_audited(admin_client, admin_user,
         "priority": rule.priority,
         "description": rule.description,
         "on_expiry": "reject",
+        "applies_to_read_only": "on",
     }  # "enabled" left out: unchecked
     response = admin_client.post(url, form)
     assert response.status_code == 302
