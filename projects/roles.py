@@ -6,8 +6,9 @@ they are plain strings here so this app imports none of them.
 - ``viewer``: see runs, steps, approvals and audit events.
 - ``operator``: a viewer who also creates, drives, cancels and resumes runs.
 - ``reviewer``: a viewer who also decides approval requests.
-- ``admin``: operator and reviewer together. Four eyes still holds: nobody decides an approval
-  for a run or step they asked for (``approvals.policy``).
+- ``admin``: operator and reviewer together, who may also erase a subject's data
+  (``runs.erase_subject``: their sessions, conversations and state). Four eyes still holds:
+  nobody decides an approval for a run or step they asked for (``approvals.policy``).
 """
 
 from django.db import models
@@ -32,12 +33,13 @@ VIEW = frozenset(
 )
 OPERATE = frozenset({"runs.add_run", "runs.cancel_run", "runs.resume_run", "runs.drive_run"})
 DECIDE = frozenset({"approvals.decide_approvalrequest"})
+ERASE = frozenset({"runs.erase_subject"})
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.VIEWER: VIEW,
     Role.OPERATOR: VIEW | OPERATE,
     Role.REVIEWER: VIEW | DECIDE,
-    Role.ADMIN: VIEW | OPERATE | DECIDE,
+    Role.ADMIN: VIEW | OPERATE | DECIDE | ERASE,
 }
 # Every permission a project role can grant: a check of any other permission (admin's model
 # permissions, say) is not a project matter and is left to Django's own backend.

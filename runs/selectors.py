@@ -20,6 +20,7 @@ from agentops.statuses import StatusInfo
 from runs.models import (
     STATE_SCHEMA_VERSION,
     AgentKind,
+    AgentSession,
     Compaction,
     Message,
     Run,
@@ -159,6 +160,51 @@ def active_context(*, run_id: uuid.UUID | str) -> ActiveContext:
     ]
     entries.sort(key=lambda entry: entry.first)
     return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
+
+
+def session_messages_last(*, session_id: uuid.UUID | str, last: int) -> list[Message]:
+    """The last ``last`` messages of session ``session_id`` (removed ones too: they are
+    marked), oldest first: one read of the (session, session position) index, as
+    ``messages_before`` reads a run's (a session's positions have no gaps either)."""
+    count = AgentSession.objects.filter(pk=session_id).values_list("message_count", flat=True).get()
+    window = Message.objects.filter(
+        session_id=session_id, session_position__gte=max(0, count - last)
+    )
+    return list(window.order_by("session_position"))
+
+
+def session_context(*, session_id: uuid.UUID | str) -> ActiveContext:
+    """Session ``session_id``'s active context: its messages neither removed (``pop``,
+    ``clear``) nor replaced by an active compaction of the session, and the compactions'
+    summaries in their place, in session position order (entries' ``first`` and ``last`` are
+    session positions); two queries. A run's own compactions do not change it."""
+    compactions = active_compactions(
+        Compaction.objects.filter(session_id=session_id, removed_at__isnull=True)
+    )
+    covered = Q()
+    for c in compactions:
+        covered |= Q(session_position__range=(c.first, c.last))
+    messages = Message.objects.filter(session_id=session_id, removed_at__isnull=True)
+    if compactions:
+        messages = messages.exclude(covered)
+    entries = [
+        ContextEntry(m.session_position, m.session_position, m.as_openai(), m.tokens)
+        for m in messages.order_by("session_position")
+        if m.session_position is not None
+    ]
+    entries += [
+        ContextEntry(
+            c.first, c.last, {"role": "system", "content": c.summary}, c.summary_tokens, c.pk
+        )
+        for c in compactions
+    ]
+    entries.sort(key=lambda entry: entry.first)
+    return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
+
+
+def session_list() -> QuerySet[AgentSession]:
+    """Sessions, newest first, their project joined."""
+    return AgentSession.objects.select_related("project").order_by("-created_at", "-id")
 
 
 def run_as_created(run: Run, steps: list[Step], messages: list[Message]) -> Run:
@@ -406,13 +452,27 @@ def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> A
         StateVersion.DoesNotExist: the run has no such version (a version 0 without a row is
             the empty initial state, ``{}``; the caller has checked that the run exists).
     """
-    rows = StateVersion.objects.filter(run_id=run_id).order_by("-version")
+    return _state_get(StateVersion.objects.filter(run_id=run_id), version, "run")
+
+
+def session_state_get(*, session_id: uuid.UUID | str, version: int | None = None) -> AgentState:
+    """Version ``version`` of the session's agent state (None: the current one), as
+    ``agent_state_get`` reads a run's.
+
+    Raises:
+        StateVersion.DoesNotExist: the session has no such version.
+    """
+    return _state_get(StateVersion.objects.filter(session_id=session_id), version, "session")
+
+
+def _state_get(versions: QuerySet[StateVersion], version: int | None, owner: str) -> AgentState:
+    rows = versions.order_by("-version")
     found = rows.first() if version is None else rows.filter(version=version).first()
     if found is not None:
         return AgentState(found.version, found.state, found.schema_version, found.state_hash)
     if version is None or version == 0:
         return AgentState(0, {}, STATE_SCHEMA_VERSION, state_hash({}))
-    raise StateVersion.DoesNotExist(f"run has no state version {version}")
+    raise StateVersion.DoesNotExist(f"{owner} has no state version {version}")
 
 
 def state_version_list(

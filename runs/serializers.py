@@ -382,7 +382,8 @@ class CreateRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
     when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
-    limit and what crossing one does."""
+    limit and what crossing one does; ``session`` (an id or external id) the session the run
+    belongs to."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     goal = serializers.CharField()
@@ -401,6 +402,12 @@ class CreateRunSerializer(StrictSerializer):
         required=False,
         help_text="max_tokens (tokens), max_cost_usd (USD), max_steps, deadline (ISO 8601), "
         "on_exceed: fail (default) or approve (a reviewer approves continuing).",
+    )
+    session = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="The session the run belongs to: its id or its external_id (an open "
+        "session of the run's project).",
     )
 
 

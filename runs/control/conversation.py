@@ -15,11 +15,12 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.control.compaction import compact_run_on_commit, context_over_threshold
+from runs.control.sessions import session_messages_locked
 from runs.executor.limits import budget_stops_run_locked
 from runs.models import CLIENT_DRIVEN, Message, ModelCall, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import last_step_index
-from runs.transitions import lock_run, record_event, save_run
+from runs.transitions import lock_run, lock_session, record_event, save_run, save_session
 
 # OpenAI chat-format roles and message keys a run keeps.
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -152,6 +153,12 @@ def messages_insert_locked(run: Run, messages: list[dict[str, Any]]) -> list[Mes
     run). What it costs does not depend on the conversation's length: the next position is
     the run's counter, read under its lock, not the end of a list."""
     added = message_rows(run, messages, step_index=last_step_index(run.pk))
+    if run.session_id is not None:
+        # Lock order: the run (held by the caller), then its session.
+        session = lock_session(run.session_id)
+        if session.is_open:
+            session_messages_locked(session, added, run=run)
+            save_session(session)
     rows.insert(added, returning=False)
     run.message_count += len(added)
     run.context_tokens += sum(message.tokens for message in added)
