@@ -6,6 +6,8 @@ from agentops.actors import ActorKind
 
 # The chain of every event that belongs to no run.
 SYSTEM_CHAIN = "system"
+# The start of a session's chain name (``session_chain``).
+SESSION_CHAIN_PREFIX = "session:"
 # The system-chain event by which retention records the chains it purged.
 PURGE_VERB = "audit.chains_purged"
 
@@ -19,7 +21,7 @@ def session_chain(session_id: object) -> str:
     """The name of the audit chain of the session ``session_id`` (a UUID or its text): the
     events of the session itself (created, messages added or removed, compacted, its state
     written, closed); its runs' events stay in their runs' chains."""
-    return f"session:{session_id}"
+    return f"{SESSION_CHAIN_PREFIX}{session_id}"
 
 
 class AuditEvent(models.Model):

@@ -40,7 +40,9 @@ def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet
     Raises:
         KeyError: ``status`` is no run status.
     """
-    qs = Run.objects.select_related("project", "requested_by").order_by("-created_at", "-id")
+    qs = Run.objects.select_related("project", "requested_by", "session").order_by(
+        "-created_at", "-id"
+    )
     if status:
         qs = qs.filter(**run_status_filter(status))
     if agent:
@@ -476,12 +478,18 @@ def _state_get(versions: QuerySet[StateVersion], version: int | None, owner: str
 
 
 def state_version_list(
-    *, run_id: uuid.UUID | str, before: int | None = None, limit: int
+    *,
+    run_id: uuid.UUID | str | None = None,
+    session_id: uuid.UUID | str | None = None,
+    before: int | None = None,
+    limit: int,
 ) -> tuple[list[StateVersion], int]:
-    """Up to ``limit`` of the run's stored state versions below version ``before`` (None: from
-    the newest), newest first, their ``state`` not loaded (it may be large), and how many
-    versions there are below ``before`` in all (counted with the same query)."""
-    rows = StateVersion.objects.filter(run_id=run_id).defer("state").order_by("-version")
+    """Up to ``limit`` of the run's (or, with ``session_id``, the session's) stored state
+    versions below version ``before`` (None: from the newest), newest first, their ``state``
+    not loaded (it may be large), and how many versions there are below ``before`` in all
+    (counted with the same query)."""
+    owner = {"run_id": run_id} if session_id is None else {"session_id": session_id}
+    rows = StateVersion.objects.filter(**owner).defer("state").order_by("-version")
     if before is not None:
         rows = rows.filter(version__lt=before)
     found = list(rows.annotate(versions=Window(Count("id")))[:limit])

@@ -188,6 +188,7 @@ def _state_versions_context(run_id: uuid.UUID, before: int | None = None) -> dic
         "state_versions": versions,
         "state_versions_total": total,
         "state_version_paths": _state_version_paths(run_id, versions),
+        "earlier_versions_url": reverse("run-state-versions", args=[run_id]),
     }
 
 
@@ -375,7 +376,7 @@ def run_state_versions(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    context = {"run_id": run_id, **_state_versions_context(run_id, int(before))}
+    context = _state_versions_context(run_id, int(before))
     return render(request, "runs/_state_versions.html", context)
 
 

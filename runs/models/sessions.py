@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.urls import reverse
 
 
 class SessionStatus(models.TextChoices):
@@ -64,6 +65,10 @@ class AgentSession(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.external_id} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        """The session's page."""
+        return reverse("session-detail", args=[self.pk])
 
     @property
     def is_open(self) -> bool:
