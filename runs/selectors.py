@@ -164,7 +164,7 @@ def active_context(*, run_id: uuid.UUID | str) -> ActiveContext:
     return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
 
 
-def session_messages_last(*, session_id: uuid.UUID | str, last: int) -> list[Message]:
+def session_messages_last(*, session_id: uuid.UUID, last: int) -> list[Message]:
     """The last ``last`` messages of session ``session_id`` (removed ones too: they are
     marked), oldest first: one read of the (session, session position) index, as
     ``messages_before`` reads a run's (a session's positions have no gaps either)."""
@@ -175,7 +175,7 @@ def session_messages_last(*, session_id: uuid.UUID | str, last: int) -> list[Mes
     return list(window.order_by("session_position"))
 
 
-def session_context(*, session_id: uuid.UUID | str) -> ActiveContext:
+def session_context(*, session_id: uuid.UUID) -> ActiveContext:
     """Session ``session_id``'s active context: its messages neither removed (``pop``,
     ``clear``) nor replaced by an active compaction of the session, and the compactions'
     summaries in their place, in session position order (entries' ``first`` and ``last`` are
@@ -457,7 +457,7 @@ def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> A
     return _state_get(StateVersion.objects.filter(run_id=run_id), version, "run")
 
 
-def session_state_get(*, session_id: uuid.UUID | str, version: int | None = None) -> AgentState:
+def session_state_get(*, session_id: uuid.UUID, version: int | None = None) -> AgentState:
     """Version ``version`` of the session's agent state (None: the current one), as
     ``agent_state_get`` reads a run's.
 
@@ -480,7 +480,7 @@ def _state_get(versions: QuerySet[StateVersion], version: int | None, owner: str
 def state_version_list(
     *,
     run_id: uuid.UUID | str | None = None,
-    session_id: uuid.UUID | str | None = None,
+    session_id: uuid.UUID | None = None,
     before: int | None = None,
     limit: int,
 ) -> tuple[list[StateVersion], int]:

@@ -25,7 +25,7 @@ class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSessio
     context's size, estimated tokens), who created it (``creator``, a name), ``runs`` (the
     ids of its runs, oldest first) and when it was created, updated and closed."""
 
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
     creator = serializers.CharField(source="creator_name", read_only=True)
     runs = serializers.SerializerMethodField()
 

@@ -201,7 +201,7 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         body = SessionItemsSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         added = sessions.session_items_add(
-            actor=actor_for(request), session_id=pk, items=request.data["items"]
+            actor=actor_for(request), session_id=pk, items=body.validated_data["items"]
         )
         after = AgentSession.objects.get(pk=pk)
         data = {

@@ -283,10 +283,10 @@ def session_compact(
                 field="summary",
             )
         summarizer = load_summarizer()
-        AgentSession.objects.filter(pk=session_id).values_list("pk").get()
+        found = AgentSession.objects.filter(pk=session_id).values_list("pk", flat=True).get()
         # Outside any transaction: the summarizer may take its time; its range is checked
         # again under the session's lock.
-        planned = summarizer(session_context(session_id=session_id).entries)
+        planned = summarizer(session_context(session_id=found).entries)
         if planned is None:
             raise Conflict("the summarizer found nothing to compact in the active context")
         try:

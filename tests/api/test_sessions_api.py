@@ -275,3 +275,17 @@ def test_an_unknown_session_is_404(operator_api):
     unknown = "00000000-0000-0000-0000-000000000000"
     assert operator_api.get(session_url(unknown)).status_code == 404
     assert operator_api.get(session_url(unknown, "context")).status_code == 404
+
+
+def test_the_server_summarizer_compacts_a_session(operator_api, settings):
+    settings.AGENTOPS_CONTEXT_KEEP_LAST = 2
+    sid = open_session(operator_api)["id"]
+    turns = [{"role": "user", "content": f"turn {i}"} for i in range(6)]
+    add(operator_api, sid, *turns)
+    response = operator_api.post(session_url(sid, "compact"), {}, format="json")
+    assert response.status_code == 201
+    assert (response.json()["first"], response.json()["last"]) == (1, 3)
+    context = operator_api.get(session_url(sid, "context")).json()["messages"]
+    assert context[0] == turns[0]
+    assert context[1]["role"] == "system"
+    assert context[2:] == turns[4:]

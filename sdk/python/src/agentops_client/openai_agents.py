@@ -28,7 +28,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks
 from agents.items import ModelResponse, TResponseInputItem
@@ -183,8 +183,8 @@ class AgentOpsSession:
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Take the latest item out of the active context and return it (None: empty)."""
-        item: TResponseInputItem | None = await self.client.pop_session_item(self.session_id)
-        return item
+        item = await self.client.pop_session_item(self.session_id)
+        return cast("TResponseInputItem | None", item)
 
     async def clear_session(self) -> None:
         """Empty the active context (the items stay on the server, marked removed)."""
