@@ -68,7 +68,7 @@ _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id."
 _CONFLICT = OpenApiResponse(
     ErrorSerializer, description="The run's current status forbids this now."
 )
-_STATE_WRITE_RESPONSES = {
+STATE_WRITE_RESPONSES = {
     200: AgentStateSerializer,
     400: _BAD_INPUT,
     404: _NOT_FOUND,
@@ -96,6 +96,26 @@ IF_MATCH_PARAMETER = OpenApiParameter(
 _ENTITY_TAG = re.compile(r'(W/)?"([\x21\x23-\x7e]*)"')
 _MERGE_PATCH = MergePatchParser.media_type
 _JSON_PATCH = JsonPatchParser.media_type
+# The bodies a state PATCH takes: a JSON Merge Patch (RFC 7396) or a JSON Patch (RFC 6902).
+STATE_PATCH_REQUEST = {
+    _MERGE_PATCH: OpenApiTypes.OBJECT,
+    _JSON_PATCH: {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "op": {
+                    "type": "string",
+                    "enum": ["add", "remove", "replace", "move", "copy", "test"],
+                },
+                "path": {"type": "string"},
+                "from": {"type": "string"},
+                "value": {},
+            },
+            "required": ["op", "path"],
+        },
+    },
+}
 
 
 class StateEndpoints:
@@ -190,7 +210,7 @@ class StateEndpoints:
         summary="Replace the agent's state (a new version), made against the If-Match version.",
         parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
         request={"application/json": OpenApiTypes.OBJECT},
-        responses=_STATE_WRITE_RESPONSES,
+        responses=STATE_WRITE_RESPONSES,
     )
     @state.mapping.put
     def state_put(self, request: Request, pk: uuid.UUID) -> Response:
@@ -203,26 +223,8 @@ class StateEndpoints:
     @extend_schema(
         summary="Patch the agent's state (a new version), made against the If-Match version.",
         parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
-        request={
-            _MERGE_PATCH: OpenApiTypes.OBJECT,
-            _JSON_PATCH: {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "op": {
-                            "type": "string",
-                            "enum": ["add", "remove", "replace", "move", "copy", "test"],
-                        },
-                        "path": {"type": "string"},
-                        "from": {"type": "string"},
-                        "value": {},
-                    },
-                    "required": ["op", "path"],
-                },
-            },
-        },
-        responses=_STATE_WRITE_RESPONSES,
+        request=STATE_PATCH_REQUEST,
+        responses=STATE_WRITE_RESPONSES,
     )
     @state.mapping.patch
     def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
@@ -342,7 +344,13 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Create a run; it starts after the request commits.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=CreateRunSerializer,
-        responses={201: RunSerializer, 400: _BAD_INPUT},
+        responses={
+            201: RunSerializer,
+            400: _BAD_INPUT,
+            404: OpenApiResponse(
+                ErrorSerializer, description="No session with this id or external_id here."
+            ),
+        },
     )
     @idempotent
     def create(self, request: Request) -> Response:

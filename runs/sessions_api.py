@@ -26,7 +26,12 @@ from rest_framework.response import Response
 from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.api import _STATE_WRITE_RESPONSES, IF_MATCH_PARAMETER, StateEndpoints
+from runs.api import (
+    IF_MATCH_PARAMETER,
+    STATE_PATCH_REQUEST,
+    STATE_WRITE_RESPONSES,
+    StateEndpoints,
+)
 from runs.control import erasure, sessions, state
 from runs.filters import SessionFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
@@ -69,16 +74,6 @@ _SESSION_STATE = "the session's agent state (the user state its runs share)"
         summary=f"Read {_SESSION_STATE} (current or any past version), with its ETag.",
         parameters=[StateQuerySerializer],
         responses={200: AgentStateSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
-    ),
-    state_put=extend_schema(
-        summary=f"Replace {_SESSION_STATE}, made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, SessionStateWriteQuerySerializer],
-        responses=_STATE_WRITE_RESPONSES,
-    ),
-    state_patch=extend_schema(
-        summary=f"Patch {_SESSION_STATE}, made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, SessionStateWriteQuerySerializer],
-        responses=_STATE_WRITE_RESPONSES,
     ),
 )
 class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
@@ -130,6 +125,27 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
     def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
         """Write session ``pk``'s agent state (``runs.control.state.session_state_write``)."""
         return state.session_state_write(session_id=pk, actor=actor_for(request), **fields)
+
+    # Declared again only for their schema: a session's state write takes no ``step_index``.
+    @extend_schema(
+        summary=f"Replace {_SESSION_STATE}, made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, SessionStateWriteQuerySerializer],
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses=STATE_WRITE_RESPONSES,
+    )
+    def state_put(self, request: Request, pk: uuid.UUID) -> Response:
+        """``StateEndpoints.state_put`` on the session's state."""
+        return super().state_put(request, pk)
+
+    @extend_schema(
+        summary=f"Patch {_SESSION_STATE}, made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, SessionStateWriteQuerySerializer],
+        request=STATE_PATCH_REQUEST,
+        responses=STATE_WRITE_RESPONSES,
+    )
+    def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
+        """``StateEndpoints.state_patch`` on the session's state."""
+        return super().state_patch(request, pk)
 
     def _session(self, pk: uuid.UUID, code: int = status.HTTP_200_OK) -> Response:
         found = selectors.session_list().get(pk=pk)
