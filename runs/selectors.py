@@ -40,9 +40,7 @@ def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet
     Raises:
         KeyError: ``status`` is no run status.
     """
-    qs = Run.objects.select_related("project", "requested_by", "session").order_by(
-        "-created_at", "-id"
-    )
+    qs = Run.objects.select_related("project", "requested_by").order_by("-created_at", "-id")
     if status:
         qs = qs.filter(**run_status_filter(status))
     if agent:

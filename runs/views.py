@@ -194,7 +194,7 @@ def _state_versions_context(run_id: uuid.UUID, before: int | None = None) -> dic
 
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
-        run = selectors.run_list().get(pk=run_id)
+        run = selectors.run_list().select_related("session").get(pk=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
     steps = selectors.run_page_steps(run_id=run.pk)

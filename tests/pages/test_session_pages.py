@@ -111,3 +111,11 @@ def test_another_projects_session_is_404(session):
     fragment = reverse("session-detail-fragment", args=[session.pk])
     assert client.get(fragment).status_code == 404
     assert str(session.pk) not in client.get(reverse("session-list")).content.decode()
+
+
+def test_the_run_page_links_its_session(operator, session, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(actor=Actor.for_user(operator), agent="client", goal="g", session=session)
+    html = signed_in(operator).get(run.get_absolute_url()).content.decode()
+    assert f'href="{session.get_absolute_url()}"' in html
+    assert "chat &lt;b&gt;1&lt;/b&gt;" in html
