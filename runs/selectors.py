@@ -202,9 +202,14 @@ def session_context(*, session_id: uuid.UUID) -> ActiveContext:
     return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
 
 
-def session_list() -> QuerySet[AgentSession]:
-    """Sessions, newest first, their project joined."""
-    return AgentSession.objects.select_related("project").order_by("-created_at", "-id")
+def session_list(*, with_run_ids: bool = False) -> QuerySet[AgentSession]:
+    """Sessions, newest first, their project joined; ``with_run_ids``: the ids of their runs
+    (oldest first) too, one more query for a whole page (the API's shape)."""
+    sessions = AgentSession.objects.select_related("project").order_by("-created_at", "-id")
+    if not with_run_ids:
+        return sessions
+    runs = Run.objects.only("id", "session_id").order_by("created_at", "id")
+    return sessions.prefetch_related(Prefetch("runs", queryset=runs))
 
 
 def run_as_created(run: Run, steps: list[Step], messages: list[Message]) -> Run:

@@ -50,7 +50,7 @@ class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSessio
 
     @extend_schema_field(serializers.ListField(child=serializers.UUIDField()))
     def get_runs(self, session: AgentSession) -> list[str]:
-        return [str(pk) for pk in session.runs.order_by("created_at").values_list("pk", flat=True)]
+        return [str(run.pk) for run in session.runs.all()]
 
 
 class CreateSessionSerializer(StrictSerializer):

@@ -112,7 +112,9 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet[AgentSession]:
         """The sessions of the projects the user may see."""
-        return access_for(self.request).scope(selectors.session_list(), "runs.view_run")
+        return access_for(self.request).scope(
+            selectors.session_list(with_run_ids=True), "runs.view_run"
+        )
 
     def project_id_of(self, pk: uuid.UUID) -> int | None:
         """The project of session ``pk`` (None: none), for ``ProjectActionPermissions``."""
@@ -148,7 +150,7 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         return super().state_patch(request, pk)
 
     def _session(self, pk: uuid.UUID, code: int = status.HTTP_200_OK) -> Response:
-        found = selectors.session_list().get(pk=pk)
+        found = selectors.session_list(with_run_ids=True).get(pk=pk)
         return Response(SessionSerializer(found).data, status=code)
 
     def list(self, request: Request) -> Response:

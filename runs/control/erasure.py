@@ -22,6 +22,7 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from django.db.models import F
 from django.utils import timezone
 
 from agentops.actors import Actor
@@ -90,8 +91,13 @@ def subject_erase(*, actor: Actor, project: Project, subject: Any) -> Erasure:
         versions += StateVersion.objects.filter(session_id__in=session_ids).delete()[0]
         for run in runs:
             run.metadata = {**run.metadata, "erased_at": now.isoformat()}
+            # The version moves too, so a writer holding an older copy of the run is refused.
             Run.objects.filter(pk=run.pk).update(
-                message_count=0, context_tokens=0, metadata=run.metadata, session=None
+                message_count=0,
+                context_tokens=0,
+                metadata=run.metadata,
+                session=None,
+                version=F("version") + 1,
             )
             record_event(actor, run, "subject_erased", sessions=len(session_ids))
         AgentSession.objects.filter(pk__in=session_ids).delete()
