@@ -410,6 +410,9 @@ AGENTOPS_IDEMPOTENCY_LOCK_SECONDS = env_int("AGENTOPS_IDEMPOTENCY_LOCK_SECONDS",
 # policies (seconds).
 AGENTOPS_RETENTION_BATCH_SIZE = env_int("AGENTOPS_RETENTION_BATCH_SIZE", 1000, minimum=1)
 AGENTOPS_AUDIT_RETENTION_DAYS = env_int("AGENTOPS_AUDIT_RETENTION_DAYS", 400, minimum=1)
+# How long a closed session (its items, compactions and state) is kept (days; 0: until its
+# subject's erasure). Its runs follow the retention policies like any run.
+AGENTOPS_SESSION_RETENTION_DAYS = env_int("AGENTOPS_SESSION_RETENTION_DAYS", 90, minimum=0)
 AGENTOPS_RETENTION_INTERVAL_SECONDS = env_int(
     "AGENTOPS_RETENTION_INTERVAL_SECONDS", 3600, minimum=60
 )

@@ -65,12 +65,13 @@ RECENT_PASSED = 2 * REPLAY_BATCH
 class Stream:
     """What a connection follows: channel-layer ``groups`` and the filter selecting the same
     events from the database (``run_id``: one run's; ``verb_prefix``: one verb family;
-    ``project_ids``: of these projects only)."""
+    ``project_ids``: of these projects only; ``chain``: one audit chain's, a session's)."""
 
     groups: tuple[str, ...]
     project_ids: tuple[int, ...]
     run_id: uuid.UUID | None = None
     verb_prefix: str = ""
+    chain: str = ""
 
 
 def _fresh_access(scope: dict[str, Any]) -> Access | None:
@@ -104,13 +105,14 @@ def _events_after(stream: Stream, after: int) -> list[dict[str, Any]]:
         after=after,
         verb_prefix=stream.verb_prefix,
         project_ids=stream.project_ids,
+        chain=stream.chain,
     )
     return list(AuditEventSerializer(events[:REPLAY_BATCH], many=True).data)
 
 
 @database_sync_to_async
 def _head(stream: Stream) -> int:
-    return stream_head(run_id=stream.run_id)
+    return stream_head(run_id=stream.run_id, chain=stream.chain)
 
 
 class AuditEventConsumer(AsyncJsonWebsocketConsumer):

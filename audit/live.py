@@ -1,7 +1,8 @@
 """Publishing committed audit events to live (WebSocket) clients through the channel layer.
 
-Groups: ``runs.<project id>`` (every run's events of one project), ``run.<uuid>`` (one run's)
-and ``approvals.<project id>`` (events of one project whose verb starts with ``approval.``).
+Groups: ``runs.<project id>`` (every run's events of one project, and its sessions'),
+``run.<uuid>`` (one run's), ``session.<uuid>`` (one session's own events) and
+``approvals.<project id>`` (events of one project whose verb starts with ``approval.``).
 Each group gets one message per committed transaction, ``{"type": "audit.events", "events":
 [{...}, ...]}``: that transaction's events for the group in order, each with the same JSON as
 ``GET /api/v1/runs/{id}/events/`` (a step's transaction commits three or four events; one
@@ -34,6 +35,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from agentops.outages import REDIS_UNREACHABLE, Outage
+from audit.models import SESSION_CHAIN_PREFIX
 
 if TYPE_CHECKING:
     from audit.models import AuditEvent
@@ -65,11 +67,18 @@ def run_group(run_id: object) -> str:
     return f"run.{run_id}"
 
 
+def session_group(session_id: object) -> str:
+    """The channel-layer group of one session's own events (its chain, ``session:<uuid>``)."""
+    return f"session.{session_id}"
+
+
 def groups_for(event: AuditEvent) -> list[str]:
     """Every group that should receive ``event``."""
     groups = []
     if event.run_id:
         groups.append(run_group(event.run_id))
+    if event.chain.startswith(SESSION_CHAIN_PREFIX):
+        groups.append(session_group(event.chain.removeprefix(SESSION_CHAIN_PREFIX)))
     if event.project_id is not None:
         groups.append(runs_group(event.project_id))
         if event.verb.startswith("approval."):

@@ -6,6 +6,8 @@ from agentops.actors import ActorKind
 
 # The chain of every event that belongs to no run.
 SYSTEM_CHAIN = "system"
+# The start of a session's chain name (``session_chain``).
+SESSION_CHAIN_PREFIX = "session:"
 # The system-chain event by which retention records the chains it purged.
 PURGE_VERB = "audit.chains_purged"
 
@@ -13,6 +15,13 @@ PURGE_VERB = "audit.chains_purged"
 def run_chain(run_id: object) -> str:
     """The name of the audit chain of the run ``run_id`` (a UUID or its text)."""
     return f"run:{run_id}"
+
+
+def session_chain(session_id: object) -> str:
+    """The name of the audit chain of the session ``session_id`` (a UUID or its text): the
+    events of the session itself (created, messages added or removed, compacted, its state
+    written, closed); its runs' events stay in their runs' chains."""
+    return f"{SESSION_CHAIN_PREFIX}{session_id}"
 
 
 class AuditEvent(models.Model):
@@ -24,7 +33,8 @@ class AuditEvent(models.Model):
     its current role is a member of ``agentops_retention`` (retention only).
 
     ``chain`` groups events into one hash chain: ``run:<uuid>`` for everything about one run,
-    ``system`` for the rest; ``project_id`` is the run's project, who may see the event (the
+    ``session:<uuid>`` for a session's own events (``session_chain``), ``system`` for the
+    rest; ``project_id`` is the run's project, who may see the event (the
     ``system`` chain has none: superusers only). ``hash`` is the HMAC-SHA256, keyed with
     ``AGENTOPS_AUDIT_KEY`` (kept outside the database), of the canonical JSON of this row's
     fields and the previous event's ``hash`` in the same chain (``prev_hash``; 64 zeros for the

@@ -258,6 +258,7 @@ def audit_record(
     from_state: str = "",
     to_state: str = "",
     payload: dict[str, Any] | None = None,
+    chain: str | None = None,
 ) -> AuditEvent:
     """Append one event to the audit log and publish it to live clients after commit.
 
@@ -266,8 +267,10 @@ def audit_record(
     then), inside a plain ``transaction.atomic`` at once. The event is chained to the previous
     event of the run's chain (``run:<run_id>``; the caller must hold the run's row lock), or of
     the ``system`` chain when ``run_id`` is None (its head's row lock serializes its writers),
-    and the chain's signed head (``AuditChainHead``) moves to it in the same transaction.
-    ``project_id`` is the run's project: who may see the event.
+    or of ``chain`` when given (``audit.models.session_chain``: the caller holds the
+    session's row lock), and the chain's signed head (``AuditChainHead``) moves to it in the
+    same transaction. ``project_id`` is the run's (or session's) project: who may see the
+    event.
 
     Raises:
         TransactionManagementError: called outside an atomic block.
@@ -278,7 +281,7 @@ def audit_record(
         raise transaction.TransactionManagementError("audit_record needs an open transaction")
     event = AuditEvent(
         created_at=timezone.now(),
-        chain=run_chain(run_id) if run_id else SYSTEM_CHAIN,
+        chain=chain or (run_chain(run_id) if run_id else SYSTEM_CHAIN),
         run_id=run_id,
         project_id=project_id,
         actor_kind=actor.kind,

@@ -79,17 +79,22 @@ def stream_events(
     run_id: uuid.UUID | None = None,
     verb_prefix: str = "",
     project_ids: Iterable[int] | None = None,
+    chain: str = "",
 ) -> QuerySet[AuditEvent]:
     """The events a client that has every event up to ``after`` (an event id, 0: none) may be
     given now, in stream order (see the module docstring): of one run (``run_id``) in id order,
     else of the projects ``project_ids`` (None: any, with the system chain's) and verb family
     ``verb_prefix`` in transaction order. Slice it for a page; the last event of a page is the
-    cursor to resume from (``after``)."""
+    cursor to resume from (``after``). ``chain`` (``audit.models.session_chain``): of that
+    chain alone, in id order (its writers hold the session's lock, so its events commit in
+    id order, as a run's do)."""
     qs = AuditEvent.objects.all()
     if project_ids is not None:
         qs = qs.filter(project_id__in=list(project_ids))
     if verb_prefix:
         qs = qs.filter(verb__startswith=verb_prefix)
+    if chain:
+        return qs.filter(chain=chain, id__gt=after).order_by("id")
     if run_id is not None or not _by_transaction():
         qs = qs.filter(id__gt=after).order_by("id")
         return qs.filter(run_id=run_id) if run_id is not None else qs
@@ -98,11 +103,14 @@ def stream_events(
     return qs.filter(settled).order_by(RawSQL("xact_id", ()), "id")
 
 
-def stream_head(*, run_id: uuid.UUID | None = None) -> int:
+def stream_head(*, run_id: uuid.UUID | None = None, chain: str = "") -> int:
     """The cursor of a client that has seen the log as it is now: the id of the last event
     ``stream_events`` hands out now (of one run, when given; 0 when none). A page reads it
     before its data and gives it to its WebSocket as ``?after=``: whatever commits later comes
-    after it."""
+    after it. ``chain``: of that chain alone."""
+    if chain:
+        found = AuditEvent.objects.filter(chain=chain).order_by("-id").values_list("id").first()
+        return found[0] if found else 0
     if run_id is not None or not _by_transaction():
         qs = AuditEvent.objects.order_by("-id")
         qs = qs.filter(run_id=run_id) if run_id is not None else qs

@@ -7,7 +7,8 @@ they are plain strings here so this app imports none of them.
 - ``operator``: a viewer who also creates, drives, cancels and resumes runs.
 - ``reviewer``: a viewer who also decides approval requests.
 - ``admin``: operator and reviewer together, who also registers the project's state schemas
-  (``runs.StateSchema``). Four eyes still holds: nobody decides an approval
+  (``runs.StateSchema``) and may erase a subject's data (``runs.erase_subject``: their
+  sessions, conversations and state). Four eyes still holds: nobody decides an approval
   for a run or step they asked for (``approvals.policy``).
 """
 
@@ -34,12 +35,13 @@ VIEW = frozenset(
 OPERATE = frozenset({"runs.add_run", "runs.cancel_run", "runs.resume_run", "runs.drive_run"})
 DECIDE = frozenset({"approvals.decide_approvalrequest"})
 MANAGE = frozenset({"runs.add_stateschema"})
+ERASE = frozenset({"runs.erase_subject"})
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.VIEWER: VIEW,
     Role.OPERATOR: VIEW | OPERATE,
     Role.REVIEWER: VIEW | DECIDE,
-    Role.ADMIN: VIEW | OPERATE | DECIDE | MANAGE,
+    Role.ADMIN: VIEW | OPERATE | DECIDE | MANAGE | ERASE,
 }
 # Every permission a project role can grant: a check of any other permission (admin's model
 # permissions, say) is not a project matter and is left to Django's own backend.

@@ -1,4 +1,4 @@
-"""Admin for runs, steps, attempts, checkpoints, the tool-call ledger and retention.
+"""Admin for runs, sessions, steps, attempts, checkpoints, the tool-call ledger and retention.
 
 All read-only (statuses are FSM-protected and every change must be audited): operators act
 through the pages and the API; admins get a "Cancel selected runs" action that calls
@@ -37,6 +37,7 @@ from runs.control import lifecycle, settle
 from runs.control.state_schemas import state_schema_check, state_schema_create
 from runs.models import (
     PURGE_OPEN,
+    AgentSession,
     Checkpoint,
     RetentionPolicy,
     RetentionPurge,
@@ -100,6 +101,7 @@ class RunAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
                     "agent",
                     "status",
                     "requested_by",
+                    "session",
                     "forked_from",
                     "forked_from_index",
                     "error",
@@ -232,6 +234,57 @@ class StepAttemptAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelA
     list_filter = ["status"]
     search_fields = ["worker", "step__tool"]
     list_select_related = ["step"]
+
+
+class SessionRunInline(ReadOnlyTabularInline):
+    model = Run
+    fk_name = "session"
+    fields = readonly_fields = ("goal", "status", "agent", "message_count", "created_at")
+    ordering = ["created_at"]
+    show_change_link = True
+
+
+@admin.register(AgentSession)
+class AgentSessionAdmin(ProjectScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Sessions, read-only: they change through the API (``runs.control.sessions``), every
+    change audited in the session's chain; the page (``/sessions/<id>/``) shows them live."""
+
+    project_permission = "runs.view_run"
+    list_display = [
+        "external_id",
+        "project",
+        "subject",
+        "status",
+        "message_count",
+        "context_tokens",
+        "created_at",
+    ]
+    list_filter = ["project", "status"]
+    search_fields = ["external_id", "subject"]
+    list_select_related = ["project"]
+    date_hierarchy = "created_at"
+    inlines = [SessionRunInline]
+    readonly_fields = ["page_link"]
+    fields = [
+        "page_link",
+        "id",
+        "project",
+        "external_id",
+        "subject",
+        "metadata",
+        "status",
+        "message_count",
+        "context_tokens",
+        "creator_kind",
+        "creator_name",
+        "created_at",
+        "updated_at",
+        "closed_at",
+    ]
+
+    @admin.display(description="page")
+    def page_link(self, session: AgentSession) -> str:
+        return format_html('<a href="{}">Open its page</a>', session.get_absolute_url())
 
 
 @admin.register(Checkpoint)

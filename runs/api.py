@@ -6,10 +6,12 @@ errors become status codes in ``agentops.api.exception_handler``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -17,7 +19,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import exceptions, status, viewsets
+from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,6 +29,7 @@ from agentops.errors import PreconditionFailed
 from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
+from projects.models import Project
 from runs import selectors
 from runs.control import (
     compaction,
@@ -41,7 +44,7 @@ from runs.control import (
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import Run, StateSchema, state_etag
+from runs.models import AgentSession, Run, StateSchema, state_etag
 from runs.serializers import (
     AgentStateSerializer,
     AppendStepSerializer,
@@ -77,7 +80,7 @@ _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id."
 _CONFLICT = OpenApiResponse(
     ErrorSerializer, description="The run's current status forbids this now."
 )
-_STATE_WRITE_RESPONSES = {
+STATE_WRITE_RESPONSES = {
     200: AgentStateSerializer,
     400: _BAD_INPUT,
     404: _NOT_FOUND,
@@ -105,6 +108,165 @@ IF_MATCH_PARAMETER = OpenApiParameter(
 _ENTITY_TAG = re.compile(r'(W/)?"([\x21\x23-\x7e]*)"')
 _MERGE_PATCH = MergePatchParser.media_type
 _JSON_PATCH = JsonPatchParser.media_type
+# The bodies a state PATCH takes: a JSON Merge Patch (RFC 7396) or a JSON Patch (RFC 6902).
+STATE_PATCH_REQUEST = {
+    _MERGE_PATCH: OpenApiTypes.OBJECT,
+    _JSON_PATCH: {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "op": {
+                    "type": "string",
+                    "enum": ["add", "remove", "replace", "move", "copy", "test"],
+                },
+                "path": {"type": "string"},
+                "from": {"type": "string"},
+                "value": {},
+            },
+            "required": ["op", "path"],
+        },
+    },
+}
+
+
+class StateEndpoints:
+    """``state/`` of a run or a session (``GET``, ``PUT``, ``PATCH``): the agent's state,
+    versioned, each write made against the ``If-Match`` version (RFC 9110 §13.1.1).
+
+    The view names what it serves with ``state_owner`` (``run``, ``session``) and implements
+    ``state_read`` and ``state_write``; ``state_query`` checks a write's query."""
+
+    state_owner = "run"
+    state_query: type[serializers.Serializer] = StateWriteQuerySerializer
+
+    def state_read(self, pk: uuid.UUID, version: int | None) -> selectors.AgentState:
+        raise NotImplementedError
+
+    def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
+        raise NotImplementedError
+
+    def _state_response(self, owner_id: uuid.UUID, found: selectors.AgentState) -> Response:
+        headers = {"ETag": state_etag(owner_id, found.version)}
+        if found.upgraded_from is not None:
+            headers["Agentops-State-Upgraded"] = f"{found.upgraded_from} -> {found.schema_version}"
+        return Response(AgentStateSerializer(found).data, headers=headers)
+
+    def _base_version(self, request: Request, owner_id: uuid.UUID) -> int:
+        """The state version named by the request's ``If-Match`` (RFC 9110 §13.1.1): one strong
+        entity tag of this run's (or session's) state. ``*`` is refused like a missing header
+        (it would match any version: a lost update); a weak tag, or one of another run or
+        session, never matches (strong comparison), so it answers 412 with the current
+        version.
+
+        Raises:
+            PreconditionRequired: no ``If-Match``, or ``*`` (428).
+            ValidationError: not one entity tag (400).
+            PreconditionFailed: a tag that names no version of this run's state (412).
+        """
+        header = request.headers.get("If-Match")
+        if header is None or header.strip() == "*":
+            raise PreconditionRequired()
+        tag = _ENTITY_TAG.fullmatch(header.strip())
+        if tag is None:
+            raise exceptions.ValidationError(
+                {"If-Match": ['must be one entity tag, e.g. "<run id>:<version>"']}
+            )
+        named = re.fullmatch(rf"{re.escape(str(owner_id))}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
+        if tag.group(1) is None and named is not None:
+            return int(named.group(1))
+        current = self.state_read(owner_id, None).version
+        raise PreconditionFailed(
+            f"If-Match {header.strip()} names no version of this {self.state_owner}'s state; "
+            f"the current version is {current}",
+            version=current,
+            etag=state_etag(owner_id, current),
+        )
+
+    def _state_write(self, request: Request, pk: uuid.UUID, operation: state.Operation) -> Response:
+        query = self.state_query(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if not request.body:
+            raise exceptions.ValidationError({"body": ["a body is required"]})
+        # Malformed content is a 400 whatever the If-Match (parsed first).
+        document = request.data
+        written = self.state_write(
+            pk,
+            request,
+            base_version=self._base_version(request, pk),
+            operation=operation,
+            document=document,
+            **query.validated_data,
+        )
+        return self._state_response(pk, written)
+
+    @extend_schema(
+        summary="The agent's own state of a run (current or any past version), with its ETag.",
+        parameters=[StateQuerySerializer],
+        responses={
+            200: AgentStateSerializer,
+            400: _BAD_INPUT,
+            404: _NOT_FOUND,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="The current state cannot be upgraded to the newest version of "
+                "the run's state schema (the message says where and why).",
+            ),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        parser_classes=[StrictJSONParser, MergePatchParser, JsonPatchParser],
+    )
+    def state(self, request: Request, pk: uuid.UUID) -> Response:
+        """Version ``?version=`` of the agent's state (default: the current one):
+        ``{"version", "state", "schema_version", "upgraded_from"}``, its ``ETag`` to send as
+        ``If-Match`` with the next write. Version 0 is the state the run (or session) started
+        with.
+
+        The current state of a run whose state schema has a newer version than the one it was
+        stored under is shown upgraded (``runs.selectors.agent_state_read``, nothing written):
+        ``upgraded_from`` and the header ``Agentops-State-Upgraded: <old> -> <new>`` say so.
+        A version named by ``?version=`` is shown as it was written."""
+        query = StateQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = self.state_read(pk, query.validated_data.get("version"))
+        return self._state_response(pk, found)
+
+    @extend_schema(
+        summary="Replace the agent's state (a new version), made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses=STATE_WRITE_RESPONSES,
+    )
+    @state.mapping.put
+    def state_put(self, request: Request, pk: uuid.UUID) -> Response:
+        """The body (``application/json``) is the whole new state, a JSON object
+        (``runs.control.state.run_state_write``, ``session_state_write``)."""
+        if request.content_type.split(";")[0].strip().lower() != "application/json":
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        return self._state_write(request, pk, "put")
+
+    @extend_schema(
+        summary="Patch the agent's state (a new version), made against the If-Match version.",
+        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
+        request=STATE_PATCH_REQUEST,
+        responses=STATE_WRITE_RESPONSES,
+    )
+    @state.mapping.patch
+    def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
+        """The body is a JSON Merge Patch (RFC 7396, ``application/merge-patch+json``) or a
+        JSON Patch (RFC 6902, ``application/json-patch+json``) of the state
+        (``runs.control.state.run_state_write``, ``session_state_write``)."""
+        media_type = request.content_type.split(";")[0].strip().lower()
+        operations: dict[str, state.Operation] = {
+            _MERGE_PATCH: "merge_patch",
+            _JSON_PATCH: "json_patch",
+        }
+        if media_type not in operations:
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        return self._state_write(request, pk, operations[media_type])
 
 
 @extend_schema(tags=["runs"])
@@ -115,7 +277,7 @@ _JSON_PATCH = JsonPatchParser.media_type
         responses={200: RunSerializer, 404: _NOT_FOUND},
     ),
 )
-class RunViewSet(viewsets.GenericViewSet):
+class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
     """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
 
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
@@ -164,8 +326,35 @@ class RunViewSet(viewsets.GenericViewSet):
         """The project of the run ``pk`` (None: no such run), for ``ProjectActionPermissions``."""
         return Run.objects.filter(pk=pk).values_list("project_id", flat=True).first()
 
+    def state_read(self, pk: uuid.UUID, version: int | None) -> selectors.AgentState:
+        """Version ``version`` of run ``pk``'s agent state as written (None: the current one,
+        upgraded to the newest version of the run's state schema)."""
+        if version is None:
+            return selectors.agent_state_read(run_id=pk)
+        return selectors.agent_state_get(run_id=pk, version=version)
+
+    def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
+        """Write run ``pk``'s agent state (``runs.control.state.run_state_write``)."""
+        return state.run_state_write(run_id=pk, actor=actor_for(request), **fields)
+
     def get_serializer_class(self) -> type[RunSerializer | RunListSerializer]:
         return RunListSerializer if self.action == "list" else RunSerializer
+
+    @staticmethod
+    def _session_of(project: Project, name: str) -> AgentSession:
+        """The session of ``project`` whose id or external id is ``name``.
+
+        Raises:
+            NotFound: none (another project's session is none).
+        """
+        named = Q(external_id=name)
+        with contextlib.suppress(ValueError):
+            named |= Q(pk=uuid.UUID(name))
+        found = AgentSession.objects.filter(named, project=project).order_by("-created_at")
+        session = found.first()
+        if session is None:
+            raise exceptions.NotFound("session not found")
+        return session
 
     def _run_response(self, run_id: uuid.UUID, code: int = status.HTTP_200_OK) -> Response:
         return Response(RunSerializer(selectors.run_get(run_id=run_id)).data, status=code)
@@ -186,7 +375,13 @@ class RunViewSet(viewsets.GenericViewSet):
         summary="Create a run; it starts after the request commits.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=CreateRunSerializer,
-        responses={201: RunSerializer, 400: _BAD_INPUT},
+        responses={
+            201: RunSerializer,
+            400: _BAD_INPUT,
+            404: OpenApiResponse(
+                ErrorSerializer, description="No session with this id or external_id here."
+            ),
+        },
     )
     @idempotent
     def create(self, request: Request) -> Response:
@@ -198,6 +393,8 @@ class RunViewSet(viewsets.GenericViewSet):
         project = project_for_create(
             access_for(request), fields.pop("project", None), "runs.add_run"
         )
+        if "session" in fields:
+            fields["session"] = self._session_of(project, fields["session"])
         run = create.run_create(actor=actor_for(request), project=project, **fields)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -397,148 +594,6 @@ class RunViewSet(viewsets.GenericViewSet):
         body.is_valid(raise_exception=True)
         run = fork.run_fork(run_id=pk, actor=actor_for(request), **body.validated_data)
         return self._run_response(run.pk, status.HTTP_201_CREATED)
-
-    def _state_response(self, run_id: uuid.UUID, found: selectors.AgentState) -> Response:
-        headers = {"ETag": state_etag(run_id, found.version)}
-        if found.upgraded_from is not None:
-            headers["Agentops-State-Upgraded"] = f"{found.upgraded_from} -> {found.schema_version}"
-        return Response(AgentStateSerializer(found).data, headers=headers)
-
-    def _base_version(self, request: Request, run_id: uuid.UUID) -> int:
-        """The state version named by the request's ``If-Match`` (RFC 9110 §13.1.1): one strong
-        entity tag of this run's state. ``*`` is refused like a missing header (it would match
-        any version: a lost update); a weak tag, or one of another run, never matches (strong
-        comparison), so it answers 412 with the current version.
-
-        Raises:
-            PreconditionRequired: no ``If-Match``, or ``*`` (428).
-            ValidationError: not one entity tag (400).
-            PreconditionFailed: a tag that names no version of this run's state (412).
-        """
-        header = request.headers.get("If-Match")
-        if header is None or header.strip() == "*":
-            raise PreconditionRequired()
-        tag = _ENTITY_TAG.fullmatch(header.strip())
-        if tag is None:
-            raise exceptions.ValidationError(
-                {"If-Match": ['must be one entity tag, e.g. "<run id>:<version>"']}
-            )
-        named = re.fullmatch(rf"{re.escape(str(run_id))}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
-        if tag.group(1) is None and named is not None:
-            return int(named.group(1))
-        current = selectors.agent_state_get(run_id=run_id).version
-        raise PreconditionFailed(
-            f"If-Match {header.strip()} names no version of this run's state; the current "
-            f"version is {current}",
-            version=current,
-            etag=state_etag(run_id, current),
-        )
-
-    def _state_write(self, request: Request, pk: uuid.UUID, operation: state.Operation) -> Response:
-        query = StateWriteQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        if not request.body:
-            raise exceptions.ValidationError({"body": ["a body is required"]})
-        # Malformed content is a 400 whatever the If-Match (parsed first).
-        document = request.data
-        written = state.run_state_write(
-            run_id=pk,
-            actor=actor_for(request),
-            base_version=self._base_version(request, pk),
-            operation=operation,
-            document=document,
-            **query.validated_data,
-        )
-        return self._state_response(pk, written)
-
-    @extend_schema(
-        summary="The agent's own state of a run (current or any past version), with its ETag.",
-        parameters=[StateQuerySerializer],
-        responses={
-            200: AgentStateSerializer,
-            400: _BAD_INPUT,
-            404: _NOT_FOUND,
-            409: OpenApiResponse(
-                ErrorSerializer,
-                description="The current state cannot be upgraded to the newest version of "
-                "the run's state schema (the message says where and why).",
-            ),
-        },
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        parser_classes=[StrictJSONParser, MergePatchParser, JsonPatchParser],
-    )
-    def state(self, request: Request, pk: uuid.UUID) -> Response:
-        """Version ``?version=`` of the agent's state (default: the current one):
-        ``{"version", "state", "schema_version", "upgraded_from"}``, its ``ETag`` to send as
-        ``If-Match`` with the next write. Version 0 is the state the run started with.
-
-        The current state of a run whose state schema has a newer version than the one it was
-        stored under is shown upgraded (``runs.selectors.agent_state_read``, nothing written):
-        ``upgraded_from`` and the header ``Agentops-State-Upgraded: <old> -> <new>`` say so.
-        A version named by ``?version=`` is shown as it was written."""
-        query = StateQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        version = query.validated_data.get("version")
-        if version is None:
-            found = selectors.agent_state_read(run_id=pk)
-        else:
-            found = selectors.agent_state_get(run_id=pk, version=version)
-        return self._state_response(pk, found)
-
-    @extend_schema(
-        summary="Replace the agent's state (a new version), made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
-        request={"application/json": OpenApiTypes.OBJECT},
-        responses=_STATE_WRITE_RESPONSES,
-    )
-    @state.mapping.put
-    def state_put(self, request: Request, pk: uuid.UUID) -> Response:
-        """The body (``application/json``) is the whole new state, a JSON object
-        (``runs.control.state.run_state_write``)."""
-        if request.content_type.split(";")[0].strip().lower() != "application/json":
-            raise exceptions.UnsupportedMediaType(request.content_type)
-        return self._state_write(request, pk, "put")
-
-    @extend_schema(
-        summary="Patch the agent's state (a new version), made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
-        request={
-            _MERGE_PATCH: OpenApiTypes.OBJECT,
-            _JSON_PATCH: {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "op": {
-                            "type": "string",
-                            "enum": ["add", "remove", "replace", "move", "copy", "test"],
-                        },
-                        "path": {"type": "string"},
-                        "from": {"type": "string"},
-                        "value": {},
-                    },
-                    "required": ["op", "path"],
-                },
-            },
-        },
-        responses=_STATE_WRITE_RESPONSES,
-    )
-    @state.mapping.patch
-    def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
-        """The body is a JSON Merge Patch (RFC 7396, ``application/merge-patch+json``) or a
-        JSON Patch (RFC 6902, ``application/json-patch+json``) of the state
-        (``runs.control.state.run_state_write``)."""
-        media_type = request.content_type.split(";")[0].strip().lower()
-        operations: dict[str, state.Operation] = {
-            _MERGE_PATCH: "merge_patch",
-            _JSON_PATCH: "json_patch",
-        }
-        if media_type not in operations:
-            raise exceptions.UnsupportedMediaType(request.content_type)
-        return self._state_write(request, pk, operations[media_type])
 
     @extend_schema(
         summary="The run's audit events in id order, after a given event id.",

@@ -1,4 +1,5 @@
-"""Live streams of run events: every run (``/ws/runs/``) and one run (``/ws/runs/<uuid>/``).
+"""Live streams of run events: every run (``/ws/runs/``), one run (``/ws/runs/<uuid>/``) and
+one session's own events (``/ws/sessions/<uuid>/``).
 
 The protocol (``?after=``, message shape, close codes) is described in ``audit.consumers``.
 """
@@ -6,10 +7,11 @@ The protocol (``?after=``, message shape, close codes) is described in ``audit.c
 from __future__ import annotations
 
 from audit.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, AuditEventConsumer, Stream
-from audit.live import run_group, runs_group
+from audit.live import run_group, runs_group, session_group
+from audit.models import session_chain
 from projects.access import Access
 from projects.models import Project
-from runs.models import Run
+from runs.models import AgentSession, Run
 
 
 class RunsConsumer(AuditEventConsumer):
@@ -39,3 +41,24 @@ class RunConsumer(AuditEventConsumer):
         if project_id is None or not access.can(self.permission, project_id):
             return CLOSE_NOT_FOUND
         return Stream(groups=(run_group(run_id),), project_ids=(project_id,), run_id=run_id)
+
+
+class SessionConsumer(AuditEventConsumer):
+    """One session's own events (its audit chain: items added and removed, compactions,
+    state writes, runs added, its runs' messages), for its page. Needs ``runs.view_run`` in
+    its project; an unknown session or one the user may not see: 4404."""
+
+    permission = "runs.view_run"
+
+    def get_stream(self, access: Access) -> Stream | int:
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        project_id = (
+            AgentSession.objects.filter(pk=session_id).values_list("project_id", flat=True).first()
+        )
+        if project_id is None or not access.can(self.permission, project_id):
+            return CLOSE_NOT_FOUND
+        return Stream(
+            groups=(session_group(session_id),),
+            project_ids=(project_id,),
+            chain=session_chain(session_id),
+        )

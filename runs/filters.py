@@ -10,7 +10,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django_filters import rest_framework as filters
 
 from agentops.api import StrictFilterSet
-from runs.models import AgentKind, Run, Step
+from runs.models import AgentKind, AgentSession, Run, SessionStatus, Step
 from runs.statuses import run_status_choices, run_status_filter
 
 # Longest value of a text filter: a goal fragment, a tool name (Step.tool), a user name.
@@ -107,3 +107,24 @@ def filter_problems(filterset: RunFilter) -> list[str]:
     return [
         f"{name}: {message}" for name, messages in filterset.errors.items() for message in messages
     ]
+
+
+class SessionFilter(StrictFilterSet):
+    """Filters of the sessions list: ``external_id`` and ``subject`` (exact), ``status``
+    (open, closed), ``project`` (slug), ``created_from`` / ``created_to`` (ISO 8601; as the
+    runs list's)."""
+
+    external_id = filters.CharFilter(max_length=200, label="The client's id (exact)")
+    subject = filters.CharFilter(max_length=200, label="The end user's subject id (exact)")
+    status = filters.ChoiceFilter(choices=SessionStatus.choices, label="Status")
+    project = filters.CharFilter(field_name="project__slug", max_length=50, label="Project slug")
+    created_from = filters.IsoDateTimeFilter(
+        field_name="created_at", lookup_expr="gte", label="Created at or after (ISO 8601)"
+    )
+    created_to = filters.IsoDateTimeFilter(
+        field_name="created_at", lookup_expr="lt", label="Created before (ISO 8601)"
+    )
+
+    class Meta:
+        model = AgentSession
+        fields = ["external_id", "subject", "status", "project", "created_from", "created_to"]

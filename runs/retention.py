@@ -21,16 +21,18 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet
 from django.utils import timezone
 
 from agentops.actors import Actor
-from audit.models import AuditEvent
+from audit.models import AuditEvent, session_chain
 from audit.selectors import audit_chains_expired
 from audit.services import audit_purge_chains, audit_record, audited_atomic
 from runs.models import (
+    AgentSession,
     Checkpoint,
     Compaction,
     Message,
     RetentionAction,
     RetentionPolicy,
     Run,
+    SessionStatus,
     StateVersion,
     Step,
     StepAttempt,
@@ -86,12 +88,14 @@ def register_dependent_rows(dependent: DependentRows) -> None:
 @dataclass
 class RetentionReport:
     """What one purge did (or, with ``dry_run``, would do): counts of runs deleted and redacted,
-    steps deleted, audit events deleted; ``batches`` transactions, the longest in ms."""
+    steps deleted, closed sessions deleted, audit events deleted; ``batches`` transactions,
+    the longest in ms."""
 
     dry_run: bool
     runs: int = 0
     steps: int = 0
     redacted_runs: int = 0
+    sessions: int = 0
     audit_events: int = 0
     batches: int = 0
     longest_batch_ms: float = 0.0
@@ -244,6 +248,43 @@ def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) ->
     report.redacted_runs += len(run_ids)
 
 
+def _delete_closed_sessions(
+    now: datetime, batch: int, report: RetentionReport, actor: Actor
+) -> None:
+    """Delete the sessions closed more than ``AGENTOPS_SESSION_RETENTION_DAYS`` days before
+    ``now`` (0: none), 500 a transaction: the items added to them directly, their
+    compactions and state versions go with them; their runs' messages leave the session and
+    stay the runs' (the runs follow their own policies); then the sessions' audit chains are
+    purged (``audit_purge_chains``, which records the purge in the system chain). With
+    ``report.dry_run``, count them only."""
+    days: int = settings.AGENTOPS_SESSION_RETENTION_DAYS
+    if not days:
+        return
+    expired = AgentSession.objects.filter(
+        status=SessionStatus.CLOSED, closed_at__lt=now - timedelta(days=days)
+    )
+    if report.dry_run:
+        report.sessions += expired.count()
+        return
+    ids = list(expired.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), _RETENTION_RUN_CHUNK):
+        chunk = ids[start : start + _RETENTION_RUN_CHUNK]
+        started = time.monotonic()
+        with transaction.atomic():
+            Message.objects.filter(session_id__in=chunk, run__isnull=False).update(
+                session=None, session_position=None
+            )
+            AgentSession.objects.filter(pk__in=chunk).delete()
+        _timed_batch(report, started)
+        report.sessions += len(chunk)
+    if ids:
+        deleted, longest = audit_purge_chains(
+            chains=[session_chain(pk) for pk in ids], batch_size=batch, actor=actor
+        )
+        report.audit_events += deleted
+        report.longest_batch_ms = max(report.longest_batch_ms, longest)
+
+
 def retention_purge(
     *,
     actor: Actor,
@@ -254,7 +295,8 @@ def retention_purge(
     purge_id: int | None = None,
     on_progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Apply every enabled ``RetentionPolicy``, then expire audit chains; return the counts.
+    """Apply every enabled ``RetentionPolicy``, delete long-closed sessions
+    (``_delete_closed_sessions``), then expire audit chains; return the counts.
 
     With ``policy_id``, apply that policy alone (enabled or not) and leave the audit chains
     to the full purge. Which runs a policy takes is ``retention_candidates``: never one that
@@ -307,6 +349,7 @@ def retention_purge(
                 _delete_runs(chunk, batch, report, progress)
             progress(report)
     if policy_id is None:
+        _delete_closed_sessions(now, batch, report, actor)
         audit_cutoff = now - timedelta(days=settings.AGENTOPS_AUDIT_RETENTION_DAYS)
         expired_chains = audit_chains_expired(
             older_than=audit_cutoff, live_run_ids=Run.objects.values("pk")

@@ -7,7 +7,7 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +21,7 @@ from audit.models import AuditEvent
 from runs.models import (
     STATE_SCHEMA_VERSION,
     AgentKind,
+    AgentSession,
     Compaction,
     Message,
     Run,
@@ -162,6 +163,56 @@ def active_context(*, run_id: uuid.UUID | str) -> ActiveContext:
     ]
     entries.sort(key=lambda entry: entry.first)
     return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
+
+
+def session_messages_last(*, session_id: uuid.UUID, last: int) -> list[Message]:
+    """The last ``last`` messages of session ``session_id`` (removed ones too: they are
+    marked), oldest first: one read of the (session, session position) index, as
+    ``messages_before`` reads a run's (a session's positions have no gaps either)."""
+    count = AgentSession.objects.filter(pk=session_id).values_list("message_count", flat=True).get()
+    window = Message.objects.filter(
+        session_id=session_id, session_position__gte=max(0, count - last)
+    )
+    return list(window.order_by("session_position"))
+
+
+def session_context(*, session_id: uuid.UUID) -> ActiveContext:
+    """Session ``session_id``'s active context: its messages neither removed (``pop``,
+    ``clear``) nor replaced by an active compaction of the session, and the compactions'
+    summaries in their place, in session position order (entries' ``first`` and ``last`` are
+    session positions); two queries. A run's own compactions do not change it."""
+    compactions = active_compactions(
+        Compaction.objects.filter(session_id=session_id, removed_at__isnull=True)
+    )
+    covered = Q()
+    for c in compactions:
+        covered |= Q(session_position__range=(c.first, c.last))
+    messages = Message.objects.filter(session_id=session_id, removed_at__isnull=True)
+    if compactions:
+        messages = messages.exclude(covered)
+    entries = [
+        ContextEntry(m.session_position, m.session_position, m.as_openai(), m.tokens)
+        for m in messages.order_by("session_position")
+        if m.session_position is not None
+    ]
+    entries += [
+        ContextEntry(
+            c.first, c.last, {"role": "system", "content": c.summary}, c.summary_tokens, c.pk
+        )
+        for c in compactions
+    ]
+    entries.sort(key=lambda entry: entry.first)
+    return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
+
+
+def session_list(*, with_run_ids: bool = False) -> QuerySet[AgentSession]:
+    """Sessions, newest first, their project joined; ``with_run_ids``: the ids of their runs
+    (oldest first) too, one more query for a whole page (the API's shape)."""
+    sessions = AgentSession.objects.select_related("project").order_by("-created_at", "-id")
+    if not with_run_ids:
+        return sessions
+    runs = Run.objects.only("id", "session_id").order_by("created_at", "id")
+    return sessions.prefetch_related(Prefetch("runs", queryset=runs))
 
 
 def run_as_created(run: Run, steps: list[Step], messages: list[Message]) -> Run:
@@ -414,16 +465,39 @@ def agent_state_get(*, run_id: uuid.UUID | str, version: int | None = None) -> A
             the empty initial state, ``{}``, under the schema version the run declared; the
             caller has checked that the run exists).
     """
-    rows = StateVersion.objects.filter(run_id=run_id).order_by("-version")
+
+    def declared() -> int | None:
+        schema = Run.objects.filter(pk=run_id).values_list("state_schema__version", flat=True)
+        return schema.first()
+
+    return _state_get(StateVersion.objects.filter(run_id=run_id), version, "run", declared)
+
+
+def session_state_get(*, session_id: uuid.UUID, version: int | None = None) -> AgentState:
+    """Version ``version`` of the session's agent state (None: the current one), as
+    ``agent_state_get`` reads a run's.
+
+    Raises:
+        StateVersion.DoesNotExist: the session has no such version.
+    """
+    return _state_get(StateVersion.objects.filter(session_id=session_id), version, "session")
+
+
+def _state_get(
+    versions: QuerySet[StateVersion],
+    version: int | None,
+    owner: str,
+    declared: Callable[[], int | None] = lambda: None,
+) -> AgentState:
+    """Version ``version`` of ``versions`` (None: the highest); with no row, version 0 is
+    the empty state under the schema version ``declared()`` gives (None: the default)."""
+    rows = versions.order_by("-version")
     found = rows.first() if version is None else rows.filter(version=version).first()
     if found is not None:
         return AgentState(found.version, found.state, found.schema_version, found.state_hash)
     if version is None or version == 0:
-        declared = (
-            Run.objects.filter(pk=run_id).values_list("state_schema__version", flat=True).first()
-        )
-        return AgentState(0, {}, declared or STATE_SCHEMA_VERSION, state_hash({}))
-    raise StateVersion.DoesNotExist(f"run has no state version {version}")
+        return AgentState(0, {}, declared() or STATE_SCHEMA_VERSION, state_hash({}))
+    raise StateVersion.DoesNotExist(f"{owner} has no state version {version}")
 
 
 def state_schema_versions(*, project_id: int, name: str) -> dict[int, StateSchema]:
@@ -474,12 +548,18 @@ def agent_state_read(*, run_id: uuid.UUID | str) -> AgentState:
 
 
 def state_version_list(
-    *, run_id: uuid.UUID | str, before: int | None = None, limit: int
+    *,
+    run_id: uuid.UUID | str | None = None,
+    session_id: uuid.UUID | None = None,
+    before: int | None = None,
+    limit: int,
 ) -> tuple[list[StateVersion], int]:
-    """Up to ``limit`` of the run's stored state versions below version ``before`` (None: from
-    the newest), newest first, their ``state`` not loaded (it may be large), and how many
-    versions there are below ``before`` in all (counted with the same query)."""
-    rows = StateVersion.objects.filter(run_id=run_id).defer("state").order_by("-version")
+    """Up to ``limit`` of the run's (or, with ``session_id``, the session's) stored state
+    versions below version ``before`` (None: from the newest), newest first, their ``state``
+    not loaded (it may be large), and how many versions there are below ``before`` in all
+    (counted with the same query)."""
+    owner = {"run_id": run_id} if session_id is None else {"session_id": session_id}
+    rows = StateVersion.objects.filter(**owner).defer("state").order_by("-version")
     if before is not None:
         rows = rows.filter(version__lt=before)
     found = list(rows.annotate(versions=Window(Count("id")))[:limit])

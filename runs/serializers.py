@@ -390,7 +390,8 @@ class CreateRunSerializer(StrictSerializer):
     """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
     when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
-    limit and what crossing one does."""
+    limit and what crossing one does; ``session`` (an id or external id) the session the run
+    belongs to."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     goal = serializers.CharField()
@@ -414,6 +415,12 @@ class CreateRunSerializer(StrictSerializer):
         required=False,
         help_text="The project's state schema the agent's state follows (default version: "
         "the newest); writes of the state must match it.",
+    )
+    session = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="The session the run belongs to: its id or its external_id (an open "
+        "session of the run's project).",
     )
 
 

@@ -1,8 +1,10 @@
 """Writing one transition: lock the rows, save what the FSM changed, record the audit event.
 
 Every service of runs (and of the gate kinds above it) changes runs and steps through these.
-Lock order, everywhere, to rule out deadlocks: the run row, then its step rows, then a gate's
-own rows (an approval request), then the audit chain (taken inside ``audit_record``).
+Lock order, everywhere, to rule out deadlocks: the run row, then its session's row (a run in
+a session appending messages), then its step rows, then a gate's own rows (an approval
+request), then the audit chain (taken inside ``audit_record``). A service that changes a
+session alone locks only the session row.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any, cast
 
 from agentops import rows
 from agentops.actors import Actor
+from audit.models import session_chain
 from audit.services import audit_record
-from runs.models import Run, Step
+from runs.models import AgentSession, Run, Step
 from runs.statuses import run_status_info, step_status_info
 
 
@@ -27,6 +30,41 @@ def lock_run(run_id: uuid.UUID | str) -> Run:
         Run.DoesNotExist: unknown id.
     """
     return rows.get(Run, run_id, lock=True)
+
+
+def lock_session(session_id: uuid.UUID | str) -> AgentSession:
+    """The session row, locked until the transaction ends (``SELECT ... FOR UPDATE``); a
+    caller that changes a run of the session locks the run first.
+
+    Raises:
+        AgentSession.DoesNotExist: unknown id.
+    """
+    return AgentSession.objects.select_for_update().get(pk=session_id)
+
+
+def save_session(session: AgentSession) -> None:
+    """Write what changed in a locked session (``AgentSession.UPDATED_FIELDS``)."""
+    session.save(update_fields=AgentSession.UPDATED_FIELDS)
+
+
+def record_session_event(
+    actor: Actor, session: AgentSession, event: str, *, from_state: str = "", **payload: Any
+) -> None:
+    """Write the audit event of a change to a locked session, in its own chain
+    (``audit.models.session_chain``): the verb is ``session.<event>``
+    (``session.items_added``), the from state ``from_state`` (default: its status now) and
+    the to state its status."""
+    audit_record(
+        actor=actor,
+        verb=f"session.{event}",
+        object_type="session",
+        object_id=session.pk,
+        project_id=session.project_id,
+        from_state=from_state or session.status,
+        to_state=session.status,
+        payload=payload,
+        chain=session_chain(session.pk),
+    )
 
 
 def lock_run_of_step(step_id: int) -> Run | None:

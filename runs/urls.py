@@ -1,9 +1,9 @@
-"""Page routes of runs, and the login and logout pages every page relies on."""
+"""Page routes of runs and sessions, and the login and logout pages every page relies on."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs import views
+from runs import session_views, views
 
 urlpatterns = [
     path("", views.run_list, name="run-list"),
@@ -35,6 +35,23 @@ urlpatterns = [
     path("runs/<uuid:run_id>/resume/", views.run_resume, name="run-resume"),
     path("runs/<uuid:run_id>/fork/", views.run_fork, name="run-fork"),
     path("runs/<uuid:run_id>/settle/", views.run_settle, name="run-settle"),
+    path("sessions/", session_views.session_list, name="session-list"),
+    path("sessions/<uuid:session_id>/", session_views.session_detail, name="session-detail"),
+    path(
+        "sessions/<uuid:session_id>/fragment/",
+        session_views.session_detail_fragment,
+        name="session-detail-fragment",
+    ),
+    path(
+        "sessions/<uuid:session_id>/state/versions/",
+        session_views.session_state_versions,
+        name="session-state-versions",
+    ),
+    path(
+        "sessions/<uuid:session_id>/state/versions/<int:version>/",
+        session_views.session_state_version,
+        name="session-state-version",
+    ),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

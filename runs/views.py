@@ -188,12 +188,13 @@ def _state_versions_context(run_id: uuid.UUID, before: int | None = None) -> dic
         "state_versions": versions,
         "state_versions_total": total,
         "state_version_paths": _state_version_paths(run_id, versions),
+        "earlier_versions_url": reverse("run-state-versions", args=[run_id]),
     }
 
 
 def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     try:
-        run = selectors.run_list().get(pk=run_id)
+        run = selectors.run_list().select_related("session").get(pk=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
     steps = selectors.run_page_steps(run_id=run.pk)
@@ -376,7 +377,7 @@ def run_state_versions(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    context = {"run_id": run_id, **_state_versions_context(run_id, int(before))}
+    context = _state_versions_context(run_id, int(before))
     return render(request, "runs/_state_versions.html", context)
 
 

@@ -18,6 +18,7 @@ from audit import live
 from audit.models import AuditEvent
 from projects.models import Project
 from runs.models import (
+    AgentSession,
     Checkpoint,
     Compaction,
     Message,
@@ -32,6 +33,7 @@ from runs.models import (
 # Everything a run's history is made of (``IdempotencyKey`` is left out: a refused POST with
 # a key records its answer for replay, by design).
 MODELS: list[type[Model]] = [
+    AgentSession,
     Run,
     Step,
     StepAttempt,

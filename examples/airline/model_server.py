@@ -6,7 +6,10 @@ replays a conversation deterministically while its tools really run.
 the answer is its next recorded assistant message after those the request already holds
 (``answered_turns``). The recorded tool-call names and argument strings are kept, and the
 ids with the turn's number added (``load_turns``).
-``GET /v1/models`` lists the conversations.
+``GET /v1/models`` lists the conversations. ``GET /v1/requests`` answers every
+chat-completions request body received so far, in the order received (``{"requests":
+[...]}``): what each model call was sent, for tests that check what the model saw (a
+session's earlier turns, a compaction's summary).
 
 Usage figures are synthetic (the recordings carry none), documented here so they can be
 checked: ``prompt_tokens = ceil(characters of the request's message contents and tool-call
@@ -217,6 +220,9 @@ class ReplayServer:
 
     def __init__(self, path: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         turns = load_turns(path)
+        # Every chat-completions request body received, in order (``GET /v1/requests``).
+        self.requests: list[Any] = []
+        received, lock = self.requests, threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def _send(self, answer: Answer) -> None:
@@ -228,6 +234,10 @@ class ReplayServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/requests":
+                    with lock:
+                        self._send(Answer(200, {"requests": list(received)}))
+                    return
                 if self.path.rstrip("/") != "/v1/models":
                     self._send(_error(404, f"no such path {self.path}", "not_found"))
                     return
@@ -247,6 +257,8 @@ class ReplayServer:
                 except ValueError:
                     self._send(_error(400, "the body is not JSON"))
                     return
+                with lock:
+                    received.append(request)
                 self._send(complete(turns, request))
 
             def log_message(self, format: str, *args: Any) -> None:

@@ -65,22 +65,27 @@ def load_summarizer() -> Any:
     return summarizer
 
 
-def _position(value: Any, field: str) -> int:
+def check_position(value: Any, field: str) -> int:
+    """``value`` as a message position.
+
+    Raises:
+        InvalidInput: not an integer from 0.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInput(f"{field} must be a message position (an integer from 0)", field=field)
     return value
 
 
-def _check_range(run: Run, first: int, last: int, active: list[Compaction]) -> list[Compaction]:
-    """The active compactions the range ``first``..``last`` replaces (those it holds whole).
+def check_range(count: int, first: int, last: int, active: list[Compaction]) -> list[Compaction]:
+    """The active compactions the range ``first``..``last`` of a conversation of ``count``
+    messages replaces (those it holds whole).
 
     Raises:
         InvalidInput: the range is empty, past the last message, or cuts an active compaction.
     """
-    if not first <= last < run.message_count:
+    if not first <= last < count:
         raise InvalidInput(
-            f"first and last must be positions with first <= last < {run.message_count} "
-            "(the run's messages)",
+            f"first and last must be positions with first <= last < {count} (the messages)",
             field="last",
         )
     replaced = []
@@ -108,7 +113,7 @@ def _record_locked(
     trigger: str,
 ) -> Compaction:
     active = active_compactions(Compaction.objects.filter(run_id=run.pk))
-    replaced = _check_range(run, first, last, active)
+    replaced = check_range(run.message_count, first, last, active)
     in_range = Message.objects.filter(run_id=run.pk, position__range=(first, last))
     message_tokens = in_range.filter(uncovered(replaced)).aggregate(total=Sum("tokens"))["total"]
     removed = (message_tokens or 0) + sum(made.summary_tokens for made in replaced)
@@ -166,7 +171,7 @@ def run_compact(
 
     Raises:
         Run.DoesNotExist: unknown run.
-        InvalidInput: a summary without a valid range (see ``_check_range``), or a range
+        InvalidInput: a summary without a valid range (see ``check_range``), or a range
             without a summary.
         Conflict: the run is finished; the summarizer found nothing to compact, or the
             context changed while it summarized.
@@ -183,7 +188,7 @@ def run_compact(
         raise InvalidInput(
             f"summary must be a text of 1 to {MAX_SUMMARY_CHARS} characters", field="summary"
         )
-    first, last = _position(first, "first"), _position(last, "last")
+    first, last = check_position(first, "first"), check_position(last, "last")
     with audited_atomic():
         run = lock_run(run_id)
         if run.is_terminal:

@@ -15,11 +15,19 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs.control.compaction import compact_run_on_commit, context_over_threshold
+from runs.control.sessions import session_messages_locked
 from runs.executor.limits import budget_stops_run_locked
 from runs.models import CLIENT_DRIVEN, Message, ModelCall, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import last_step_index
-from runs.transitions import lock_run, record_event, save_run
+from runs.transitions import (
+    lock_run,
+    lock_session,
+    record_event,
+    record_session_event,
+    save_run,
+    save_session,
+)
 
 # OpenAI chat-format roles and message keys a run keeps.
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -146,12 +154,29 @@ def message_rows(
     ]
 
 
-def messages_insert_locked(run: Run, messages: list[dict[str, Any]]) -> list[Message]:
-    """Append checked chat-format ``messages`` to a locked run (``message_rows``) in one
-    INSERT; the run's ``message_count`` and ``context_tokens`` grow (the caller saves the
-    run). What it costs does not depend on the conversation's length: the next position is
-    the run's counter, read under its lock, not the end of a list."""
+def messages_insert_locked(
+    run: Run, messages: list[dict[str, Any]], *, actor: Actor
+) -> list[Message]:
+    """Append checked chat-format ``messages`` to a locked run (``message_rows``), by
+    ``actor``, in one INSERT; the run's ``message_count`` and ``context_tokens`` grow (the
+    caller saves the run). What it costs does not depend on the conversation's length: the
+    next position is the run's counter, read under its lock, not the end of a list."""
     added = message_rows(run, messages, step_index=last_step_index(run.pk))
+    if run.session_id is not None:
+        # Lock order: the run (held by the caller), then its session.
+        session = lock_session(run.session_id)
+        if session.is_open:
+            first = session.message_count
+            session_messages_locked(session, added, run=run)
+            save_session(session)
+            record_session_event(
+                actor,
+                session,
+                "run_messages_added",
+                run=str(run.pk),
+                items=len(added),
+                first_position=first,
+            )
     rows.insert(added, returning=False)
     run.message_count += len(added)
     run.context_tokens += sum(message.tokens for message in added)
@@ -186,7 +211,7 @@ def run_messages_append(
         if run.client_done:
             raise Conflict("the client already completed this run")
         first = run.message_count
-        added = messages_insert_locked(run, checked)
+        added = messages_insert_locked(run, checked, actor=actor)
         if reported is not None:
             add_usage_locked(run, reported)
             rows.insert(

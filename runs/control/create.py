@@ -19,14 +19,22 @@ from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, message_rows, parse_usage
+from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, Executor, Run, StateSchema, Step
+from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Run, StateSchema, Step
 from runs.selectors import run_as_created
 from runs.statuses import OPEN_STEP_STATUSES
 from runs.tools import get_tool, schema_invalid, schema_problem
-from runs.transitions import record_transition, save_run, status_in
+from runs.transitions import (
+    lock_session,
+    record_session_event,
+    record_transition,
+    save_run,
+    save_session,
+    status_in,
+)
 from runs.wakeups import advance_run_on_commit
 
 
@@ -179,6 +187,7 @@ def run_create(
     budget: Any = None,
     project: Project | None = None,
     state_schema: Any = None,
+    session: AgentSession | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -192,7 +201,8 @@ def run_create(
     ``deadline``, ``on_exceed``), whose ``max_steps`` and ``deadline`` stand for
     ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
     project's state schema its agent state follows (``Run.state_schema``; default version:
-    the newest).
+    the newest). ``session`` (an open session of the same project) is the session the run
+    belongs to: its messages join the session's conversation.
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -241,6 +251,14 @@ def run_create(
             **limits,
         )
         messages = message_rows(run, prepared.conversation, step_index=None)
+        if session is not None:
+            # The session is locked (it may be closing at this moment) and must be open.
+            locked = lock_session(session.pk)
+            if not locked.is_open or locked.project_id != run.project_id:
+                raise InvalidInput("the session is closed or of another project", field="session")
+            run.session = locked
+            session_messages_locked(locked, messages, run=run)
+            save_session(locked)
         run.message_count = len(messages)
         run.context_tokens = sum(message.tokens for message in messages)
         run.save(force_insert=True)
@@ -248,7 +266,11 @@ def run_create(
         declared_payload: dict[str, Any] = {}
         if declared is not None:
             declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
+        if run.session is not None:
+            declared_payload["session"] = str(run.session.pk)
         record_transition(actor, run, "", agent=agent, goal=goal, **declared_payload)
+        if run.session is not None:
+            record_session_event(actor, run.session, "run_added", run=str(run.pk))
         steps = create_steps(run, prepared.steps, first_index=0, actor=actor)
         advance_run_on_commit(run.pk)
     if project is not None:

@@ -1,5 +1,6 @@
 """The agent's own task state: writes that replace it (PUT) or patch it (JSON Merge Patch,
-RFC 7396; JSON Patch, RFC 6902), each a new kept version, serialized per run.
+RFC 7396; JSON Patch, RFC 6902), each a new kept version, serialized per run; a session's
+state (``session_state_write``) the same way, serialized per session.
 
 The patch semantics are the libraries' (``json-merge-patch``, ``jsonpatch``), not ours. Every
 write names the version it was made against; a write against any other version changes
@@ -22,10 +23,23 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput, PreconditionFailed, TooLarge
 from agentops.storable import require_storable
 from audit.services import audited_atomic
-from runs.models import STATE_SCHEMA_VERSION, StateVersion, Step, state_etag, state_hash
-from runs.selectors import AgentState, agent_state_get, agent_state_upgraded, run_state_schemas
+from runs.models import (
+    STATE_SCHEMA_VERSION,
+    StateSchema,
+    StateVersion,
+    Step,
+    state_etag,
+    state_hash,
+)
+from runs.selectors import (
+    AgentState,
+    agent_state_get,
+    agent_state_upgraded,
+    run_state_schemas,
+    session_state_get,
+)
 from runs.tools.schemas import schema_problem
-from runs.transitions import lock_run, record_event
+from runs.transitions import lock_run, lock_session, record_event, record_session_event
 
 Operation = Literal["put", "merge_patch", "json_patch"]
 OPERATIONS: Final = ("put", "merge_patch", "json_patch")
@@ -183,13 +197,7 @@ def run_state_write(
             (a ``Conflict``).
         TooLarge: the resulting state is over ``MAX_STATE_BYTES``.
     """
-    if operation not in OPERATIONS:
-        raise InvalidInput(f"operation must be one of {list(OPERATIONS)}", field="operation")
-    if not isinstance(rationale, str):
-        raise InvalidInput("rationale must be a string", field="rationale")
-    require_storable(rationale, field="rationale", max_length=MAX_RATIONALE)
-    # NUL, unpaired surrogates, absurd nesting: refused before a patch library walks it.
-    require_storable(document, field="document")
+    _check_write(operation, document, rationale)
     if step_index is not None and (
         isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 0
     ):
@@ -197,43 +205,24 @@ def run_state_write(
     with audited_atomic():
         run = lock_run(run_id)
         current = agent_state_get(run_id=run.pk)
-        if base_version != current.version:
-            raise PreconditionFailed(
-                f"state version {base_version} is not the current version {current.version}: "
-                "read the state again and reapply the change",
-                version=current.version,
-                etag=state_etag(run.pk, current.version),
-            )
+        _check_base(run.pk, base_version, current)
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: its state can no longer be written")
         if step_index is not None and not Step.objects.filter(run=run, index=step_index).exists():
             raise InvalidInput(f"the run has no step {step_index}", field="step_index")
         schemas = run_state_schemas(run_id=run.pk)
-        base = agent_state_upgraded(current, schemas)
-        state = _applied(base.state, operation, document)
-        size = check_state(state)
-        schema_version = STATE_SCHEMA_VERSION
-        if schemas:
-            schema_version = max(schemas)
-            problem = schema_problem(schemas[schema_version].schema, state)
-            if problem:
-                name = schemas[schema_version].name
-                raise InvalidInput(
-                    f"the state does not match schema {name} v{schema_version}: {problem}",
-                    field="state",
-                )
-        new = StateVersion.objects.create(
+        new, size = _store(
+            current,
+            operation,
+            document,
+            actor,
+            rationale,
+            schemas=schemas,
             run=run,
-            version=current.version + 1,
-            state=state,
-            state_hash=state_hash(state),
-            schema_version=schema_version,
-            operation=operation,
-            writer_kind=actor.kind,
-            writer_id=actor.id,
-            writer_name=actor.name,
             step_index=step_index,
-            rationale=rationale,
+        )
+        upgraded_from = (
+            current.schema_version if current.schema_version < new.schema_version else None
         )
         record_event(
             actor,
@@ -248,9 +237,129 @@ def run_state_write(
             step_index=step_index,
             rationale=rationale,
             **(
-                {"schema_version": schema_version, "upgraded_from": base.upgraded_from}
+                {"schema_version": new.schema_version, "upgraded_from": upgraded_from}
                 if schemas
                 else {}
             ),
         )
     return AgentState(new.version, new.state, new.schema_version, new.state_hash)
+
+
+def session_state_write(
+    *,
+    session_id: uuid.UUID | str,
+    actor: Actor,
+    base_version: int,
+    operation: Operation,
+    document: Any,
+    rationale: str = "",
+) -> AgentState:
+    """Write the session's agent state (the user state that outlives its runs: preferences,
+    facts) as a new version, made against version ``base_version``: the same operations,
+    limits, precondition and errors as ``run_state_write``, under the session's row lock
+    (``lock_session``). One audit event, ``session.state_written``, in the session's chain.
+
+    Raises:
+        AgentSession.DoesNotExist: unknown session.
+        PreconditionFailed: ``base_version`` is not the current version (nothing changed).
+        Conflict: the session is closed, or a JSON Patch does not apply to the state.
+        InvalidInput, TooLarge: as for ``run_state_write``.
+    """
+    _check_write(operation, document, rationale)
+    with audited_atomic():
+        session = lock_session(session_id)
+        current = session_state_get(session_id=session.pk)
+        _check_base(session.pk, base_version, current)
+        if not session.is_open:
+            raise Conflict("the session is closed: its state can no longer be written")
+        new, size = _store(current, operation, document, actor, rationale, session=session)
+        record_session_event(
+            actor,
+            session,
+            "state_written",
+            version=new.version,
+            base_version=current.version,
+            operation=operation,
+            hash_before=current.state_hash,
+            hash_after=new.state_hash,
+            bytes=size,
+            rationale=rationale,
+        )
+    return AgentState(new.version, new.state, new.schema_version, new.state_hash)
+
+
+def _check_write(operation: str, document: Any, rationale: Any) -> None:
+    """Refuse a malformed write before any lock is taken.
+
+    Raises:
+        InvalidInput: an unknown operation, a bad rationale, a document PostgreSQL cannot
+            store (NUL, unpaired surrogates, absurd nesting: refused before a patch library
+            walks it).
+    """
+    if operation not in OPERATIONS:
+        raise InvalidInput(f"operation must be one of {list(OPERATIONS)}", field="operation")
+    if not isinstance(rationale, str):
+        raise InvalidInput("rationale must be a string", field="rationale")
+    require_storable(rationale, field="rationale", max_length=MAX_RATIONALE)
+    require_storable(document, field="document")
+
+
+def _check_base(owner_id: object, base_version: int, current: AgentState) -> None:
+    """Raises ``PreconditionFailed`` unless ``base_version`` is the current version."""
+    if base_version != current.version:
+        raise PreconditionFailed(
+            f"state version {base_version} is not the current version {current.version}: "
+            "read the state again and reapply the change",
+            version=current.version,
+            etag=state_etag(owner_id, current.version),
+        )
+
+
+def _store(
+    current: AgentState,
+    operation: Operation,
+    document: Any,
+    actor: Actor,
+    rationale: str,
+    schemas: dict[int, StateSchema] | None = None,
+    **owner: Any,
+) -> tuple[StateVersion, int]:
+    """Store version ``current.version + 1`` of the state of ``owner`` (``run=`` and
+    ``step_index=``, or ``session=``): ``operation`` with ``document`` applied to
+    ``current``, upgraded first to the newest of ``schemas`` (the run's state schema's
+    versions by number, ``run_state_schemas``; None or empty: none) and checked against it;
+    returns it and its size (bytes).
+
+    Raises:
+        InvalidInput: the new state does not match the schema; see also ``_applied`` and
+            ``check_state``.
+        Conflict, TooLarge: see ``_applied`` and ``check_state``.
+        MigrationFailed: ``current`` cannot be upgraded.
+    """
+    schemas = schemas or {}
+    base = agent_state_upgraded(current, schemas)
+    state = _applied(base.state, operation, document)
+    size = check_state(state)
+    schema_version = STATE_SCHEMA_VERSION
+    if schemas:
+        schema_version = max(schemas)
+        problem = schema_problem(schemas[schema_version].schema, state)
+        if problem:
+            name = schemas[schema_version].name
+            raise InvalidInput(
+                f"the state does not match schema {name} v{schema_version}: {problem}",
+                field="state",
+            )
+    new = StateVersion.objects.create(
+        version=current.version + 1,
+        state=state,
+        state_hash=state_hash(state),
+        schema_version=schema_version,
+        operation=operation,
+        writer_kind=actor.kind,
+        writer_id=actor.id,
+        writer_name=actor.name,
+        rationale=rationale,
+        **owner,
+    )
+    return new, size

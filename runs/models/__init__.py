@@ -35,6 +35,7 @@ from runs.models.retention import (
     RetentionPurge,
     _terminal_statuses,
 )
+from runs.models.sessions import AgentSession, SessionStatus
 from runs.models.state import (
     STATE_SCHEMA_VERSION,
     StateSchema,
@@ -61,6 +62,7 @@ __all__ = [
     "PURGE_OPEN",
     "STATE_SCHEMA_VERSION",
     "AgentKind",
+    "AgentSession",
     "Checkpoint",
     "Compaction",
     "Executor",
@@ -75,6 +77,7 @@ __all__ = [
     "RetentionPurge",
     "Risk",
     "Run",
+    "SessionStatus",
     "StateSchema",
     "StateVersion",
     "Step",
@@ -107,7 +110,9 @@ class Run(ConcurrentTransitions, models.Model):
     ``waiting`` (``runs.gates``), else it is empty. ``forked_from`` is the run it was forked
     from (``runs.control.fork``; its ``forks`` are its children), emptied when that run is
     deleted, and ``forked_from_index`` the index of the source's step the fork started from:
-    both are written by the server alone, and the pages trust only them.
+    both are written by the server alone, and the pages trust only them. ``session`` is the
+    session (``AgentSession``) the run belongs to, set when it is created: the messages it
+    appends join the session's conversation too.
     ``metadata["forked_from"]`` names them too, but metadata is the client's, which may write
     anything there when it creates a run.
     """
@@ -153,6 +158,15 @@ class Run(ConcurrentTransitions, models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="runs",
+    )
+    session = models.ForeignKey(
+        "runs.AgentSession",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+        help_text="The session the run belongs to (None: none); same project, set at creation.",
     )
     forked_from = models.ForeignKey(
         "self",
@@ -209,6 +223,7 @@ class Run(ConcurrentTransitions, models.Model):
             ("cancel_run", "Can cancel runs"),
             ("resume_run", "Can resume failed runs"),
             ("drive_run", "Can append steps to and complete client runs"),
+            ("erase_subject", "Can erase a subject's sessions, conversations and state"),
         ]
 
     def __str__(self) -> str:

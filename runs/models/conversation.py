@@ -29,14 +29,17 @@ def estimate_tokens(message: dict[str, Any]) -> int:
 
 
 _JSON_COLUMNS = ("content", "tool_calls")
+# The longest role the ``role`` column holds (characters).
+ROLE_CHARS = 16
 _TEXT_COLUMNS = ("tool_call_id", "name")
 
 
 def message_columns(message: dict[str, Any]) -> dict[str, Any]:
-    """The ``Message`` columns holding the chat-format ``message`` (a dict with a ``role``):
-    ``role``; ``content`` and ``tool_calls`` unless null; ``tool_call_id`` and ``name`` when
-    non-empty strings; ``extra``, every other key (and those left out above) verbatim. Also
-    used by the migration that moved stored conversations into rows."""
+    """The ``Message`` columns holding the chat-format ``message`` or Responses-API item:
+    ``role`` when a string of 1 to ``ROLE_CHARS`` characters; ``content`` and ``tool_calls``
+    unless null; ``tool_call_id`` and ``name`` when non-empty strings; ``extra``, every other
+    key (and those left out above) verbatim. Also used by the migration that moved stored
+    conversations into rows."""
     columns: dict[str, Any] = {"extra": {}}
     for key, value in message.items():
         if key in _JSON_COLUMNS:
@@ -44,7 +47,9 @@ def message_columns(message: dict[str, Any]) -> dict[str, Any]:
         elif key in _TEXT_COLUMNS:
             held = isinstance(value, str) and value != ""
         else:
-            held = key == "role"
+            # A Responses-API item (a function call, its output, a reasoning item) has no
+            # role; a role that is no short string is kept verbatim in ``extra``.
+            held = key == "role" and isinstance(value, str) and 0 < len(value) <= ROLE_CHARS
         if held:
             columns[key] = value
         else:
@@ -53,13 +58,23 @@ def message_columns(message: dict[str, Any]) -> dict[str, Any]:
 
 
 class Message(models.Model):
-    """One message of a run's conversation (OpenAI chat format), at ``position`` (0, 1, ...
-    in the order appended; unique per run).
+    """One message of a run's or a session's conversation (OpenAI chat format, or any
+    Responses-API input item of the OpenAI Agents SDK), at ``position`` (0, 1, ... in the
+    order appended; unique per run).
+
+    A message of a run in a session (``Run.session``) belongs to the session too, at
+    ``session_position`` (0, 1, ... in the order appended to the session; unique per
+    session); a message added to a session directly (between runs) has no ``run`` and its
+    ``position`` is its ``session_position``. ``removed_at`` is when a session's client took
+    it out of the session's active conversation (``pop_item``, ``clear_session`` of the
+    Agents SDK's ``Session`` protocol): the row is kept, the run's own conversation is not
+    changed.
 
     ``role``, ``content`` (a string or a list of parts), ``tool_calls``, ``tool_call_id`` and
     ``name`` hold those keys; ``extra`` every other key of the message as it came, so
     ``as_openai()`` gives back the message unchanged (a key left out stays left out: a
-    column that is null or blank means the key was absent). ``tokens`` (tokens) is its size in
+    column that is null or blank means the key was absent; an item without a role comes
+    back without one). ``tokens`` (tokens) is its size in
     the model's context as estimated when it was appended (``estimate_tokens``).
     ``step_index`` is the index of the run's last step when it was appended (null: no step
     yet), so a fork before step N keeps the messages appended before step N existed. The
@@ -69,9 +84,25 @@ class Message(models.Model):
 
     # No index of its own: the unique (run, position) index serves lookups by run.
     run = models.ForeignKey(
-        "runs.Run", on_delete=models.CASCADE, related_name="messages", db_index=False
+        "runs.Run",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,
     )
     position = models.PositiveIntegerField()
+    # No index of its own: the partial unique (session, session_position) index serves it.
+    session = models.ForeignKey(
+        "runs.AgentSession",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,
+    )
+    session_position = models.PositiveIntegerField(null=True, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
     role = models.CharField(max_length=16)
     content = models.JSONField(null=True, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
@@ -87,10 +118,22 @@ class Message(models.Model):
         # The unique index is the one every read uses: a run's messages in order, its last N
         # (``ORDER BY position DESC LIMIT N``), a range of positions.
         constraints = [
-            models.UniqueConstraint(fields=["run", "position"], name="message_run_position_uniq")
+            models.UniqueConstraint(fields=["run", "position"], name="message_run_position_uniq"),
+            models.UniqueConstraint(
+                fields=["session", "session_position"],
+                condition=models.Q(session__isnull=False),
+                name="message_session_position_uniq",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False)
+                | models.Q(session__isnull=False, session_position__isnull=False),
+                name="message_run_or_session",
+            ),
         ]
 
     def __str__(self) -> str:
+        if self.run_id is None:
+            return f"message {self.session_position} ({self.role}) of session {self.session_id}"
         return f"message {self.position} ({self.role}) of run {self.run_id}"
 
     @classmethod
@@ -100,8 +143,8 @@ class Message(models.Model):
         return cls(**message_columns(message), **fields)
 
     def as_openai(self) -> dict[str, Any]:
-        """The message as it was appended (OpenAI chat format)."""
-        message: dict[str, Any] = {"role": self.role}
+        """The message as it was appended (OpenAI chat format, or the Responses-API item)."""
+        message: dict[str, Any] = {"role": self.role} if self.role else {}
         if self.content is not None:
             message["content"] = self.content
         if self.tool_calls is not None:
@@ -115,8 +158,9 @@ class Message(models.Model):
 
 
 class Compaction(models.Model):
-    """Messages ``first``..``last`` (positions, inclusive) of a run replaced in its active
-    context by ``summary``. The messages themselves are kept.
+    """Messages ``first``..``last`` (positions, inclusive) of a run, or of a session
+    (session positions; ``session`` set and ``run`` empty), replaced in its active context
+    by ``summary``. The messages themselves are kept.
 
     ``tokens_before`` and ``tokens_after`` (tokens) are the active context's size before and
     after; ``summary_tokens`` the summary's own (estimated like a message's). ``summarizer``
@@ -126,9 +170,20 @@ class Compaction(models.Model):
     fork from before it gets the original messages back. The actor's id and name are copied
     (``actor``), as audit rows do, so the record survives the user's deletion. A compaction
     that covers earlier ones supersedes them (``runs.selectors.active_context``).
+    ``removed_at`` is when a session's client took its summary (and the messages it stands
+    for) out of the session's active conversation (``runs.control.sessions``).
     """
 
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="compactions")
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="compactions"
+    )
+    session = models.ForeignKey(
+        "runs.AgentSession",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="compactions",
+    )
     first = models.PositiveIntegerField()
     last = models.PositiveIntegerField()
     summary = models.TextField()
@@ -140,9 +195,18 @@ class Compaction(models.Model):
     step_index = models.PositiveIntegerField(null=True, blank=True)
     actor = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False, session__isnull=True)
+                | models.Q(run__isnull=True, session__isnull=False),
+                name="compaction_run_xor_session",
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"compaction {self.first}..{self.last} of run {self.run_id}"
+        owner = f"run {self.run_id}" if self.run_id else f"session {self.session_id}"
+        return f"compaction {self.first}..{self.last} of {owner}"

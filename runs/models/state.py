@@ -21,14 +21,15 @@ def state_hash(state: object) -> str:
 
 def state_etag(run_id: object, version: int) -> str:
     """The strong entity tag (RFC 9110 §8.8.3) of version ``version`` of run ``run_id``'s agent
-    state, quotes included: ``"<run id>:<version>"``."""
+    state (or a session's, by its id), quotes included: ``"<run id>:<version>"``."""
     return f'"{run_id}:{version}"'
 
 
 class StateVersion(models.Model):
     """One version of a run's agent state: the whole JSON object (``state``) the agent's
     write ``version`` left (1, 2, ... per run, with no gaps), apart from the executor's
-    bookkeeping in ``Run.state``.
+    bookkeeping in ``Run.state``; or of a session's (``session`` set, ``run`` empty: the
+    state that outlives a run, versioned the same way, 1, 2, ... per session).
 
     Version 0 is the state a run starts with: ``{}``, stored as no row, or, for a fork, the
     state it was forked from (a row). ``state_hash`` is ``state_hash(state)``; the writer's
@@ -39,7 +40,21 @@ class StateVersion(models.Model):
     (``StateSchema``) it was written under, ``STATE_SCHEMA_VERSION`` for a run without one.
     """
 
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="state_versions")
+    run = models.ForeignKey(
+        "runs.Run",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="state_versions",
+    )
+    session = models.ForeignKey(
+        "runs.AgentSession",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="state_versions",
+        db_index=False,
+    )
     version = models.PositiveIntegerField()
     state = models.JSONField(default=dict)
     state_hash = models.CharField(max_length=64)
@@ -56,11 +71,24 @@ class StateVersion(models.Model):
         ordering = ["run", "version"]
         # Two writers that both read version N can never both store N + 1.
         constraints = [
-            models.UniqueConstraint(fields=["run", "version"], name="stateversion_run_version_uniq")
+            models.UniqueConstraint(
+                fields=["run", "version"], name="stateversion_run_version_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["session", "version"],
+                condition=models.Q(session__isnull=False),
+                name="stateversion_session_version_uniq",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False, session__isnull=True)
+                | models.Q(run__isnull=True, session__isnull=False),
+                name="stateversion_run_xor_session",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"state version {self.version} of run {self.run_id}"
+        owner = f"run {self.run_id}" if self.run_id else f"session {self.session_id}"
+        return f"state version {self.version} of {owner}"
 
 
 class StateSchema(models.Model):

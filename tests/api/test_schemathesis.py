@@ -8,9 +8,9 @@ a body and content type that match what it documents for that status, invalid in
 valid input accepted, authentication enforced.
 
 Path parameters mostly name real objects (a client run with a ready client step, a pending
-approval of a run someone else requested), so bodies reach the services instead of stopping
-at a 404; the rest keep their generated values. The example count is bounded and the
-generation derandomized: the same requests on every run.
+approval of a run someone else requested, an open session), so bodies reach the services
+instead of stopping at a 404; the rest keep their generated values. The example count is
+bounded and the generation derandomized: the same requests on every run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from schemathesis.config import SchemathesisConfig
 
 from agentops.actors import Actor
 from projects.roles import Role
+from projects.services import project_default
 from runs.control.create import run_create, step_append
+from runs.control.sessions import session_create
 from runs.models import Executor
 from testsupport.factories import make_token, make_user, run_awaiting_approval
 
@@ -50,8 +52,10 @@ def _accepting(*statuses: str) -> dict[str, Any]:
 # services check POST bodies beyond it (arguments against the tool's own schema, a plan run
 # needs steps, a transcript's tool calls have results), generated POSTs reuse an
 # Idempotency-Key with another body (422), and a list's cursor is valid only as a page link
-# made it (400). Every other answer to schema-valid input must be a success or a documented
-# refusal of state (401, 403, 404, 409); a state write's also a stale If-Match (412).
+# made it (400), and a list's filters given empty and an erasure's project slug that names no
+# project of the caller are refused (400). Every other answer to schema-valid input must be a
+# success or a documented refusal of state (401, 403, 404, 409); a state write's also a stale
+# If-Match (412).
 CONFIG = SchemathesisConfig.from_dict(
     {
         "seed": 0,
@@ -62,6 +66,8 @@ CONFIG = SchemathesisConfig.from_dict(
                     "GET /api/v1/runs/",
                     "GET /api/v1/approvals/",
                     "GET /api/v1/state-schemas/",
+                    "GET /api/v1/sessions/",
+                    "DELETE /api/v1/subjects/{subject}/",
                 ],
                 **_accepting("400", "401", "403"),
             },
@@ -106,6 +112,7 @@ class World:
     run_id: str
     step_id: int
     approval_id: int
+    session_id: str
 
 
 @pytest.fixture
@@ -122,7 +129,11 @@ def world(seeded: None, django_capture_on_commit_callbacks: Any) -> World:
             executor=Executor.CLIENT,
         )
     waiting = run_awaiting_approval(requester, capture=django_capture_on_commit_callbacks)
+    session = session_create(
+        actor=Actor.for_user(caller), project=project_default(), external_id="fuzzed"
+    )
     return World(
+        session_id=str(session.pk),
         token=make_token(caller),
         run_id=str(run.pk),
         step_id=step.pk,
@@ -155,7 +166,12 @@ def _name_real_objects(case: Any, world: World) -> None:
         if not _is_valid_id(params["step_id"], run=False):
             return
         params["step_id"] = world.step_id
-    params["id"] = world.approval_id if approvals else world.run_id
+    if approvals:
+        params["id"] = world.approval_id
+    elif case.path.startswith("/api/v1/sessions/"):
+        params["id"] = world.session_id
+    else:
+        params["id"] = world.run_id
 
 
 @pytest.mark.django_db

@@ -22,9 +22,11 @@ from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from projects.roles import Role
+from projects.services import project_default
 from runs.control.create import run_create
-from runs.control.state import run_state_write
-from runs.models import Run, RunStatus
+from runs.control.sessions import session_create, session_item_pop, session_items_add
+from runs.control.state import run_state_write, session_state_write
+from runs.models import AgentSession, Run, RunStatus
 from tests.e2e.conftest import TIMEOUT_MS, log_in
 from testsupport.factories import make_user
 
@@ -43,6 +45,7 @@ class Data:
     run: Run
     approval: ApprovalRequest
     event: AuditEvent
+    session: AgentSession
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,20 @@ PAGES = [
     AppPage("runs list", "olivia", lambda d: "/"),
     AppPage("runs list, filtered", "olivia", lambda d: "/?status=waiting"),
     AppPage("run page", "olivia", lambda d: f"/runs/{d.run.pk}/"),
+    AppPage("sessions list", "olivia", lambda d: "/sessions/"),
+    AppPage("session page", "olivia", lambda d: f"/sessions/{d.session.pk}/"),
     AppPage("approvals inbox", "rita", lambda d: "/approvals/"),
     AppPage("approval request", "rita", lambda d: f"/approvals/{d.approval.pk}/"),
     AppPage("overview", "olivia", lambda d: "/overview/"),
     AppPage("workers and queues", "olivia", lambda d: "/workers/"),
     AppPage("admin index", "ada", lambda d: "/admin/", own=False),
     AppPage("admin runs changelist", "ada", lambda d: "/admin/runs/run/", own=False),
+    AppPage(
+        "admin session",
+        "ada",
+        lambda d: f"/admin/runs/agentsession/{d.session.pk}/change/",
+        own=False,
+    ),
     AppPage("audit log", "ada", lambda d: "/admin/audit/auditevent/", own=False),
     AppPage("retention purges", "ada", lambda d: "/admin/runs/retentionpurge/", own=False),
     AppPage("notifications", "ada", lambda d: "/admin/approvals/notification/", own=False),
@@ -81,8 +92,8 @@ PAGES = [
 @pytest.fixture
 def data(seeded: None) -> Data:
     """A run with a finished step and one waiting for approval, requested by olivia, with a
-    version of its agent's state; rita reviews; ada is a superuser. Tasks run eagerly (no
-    worker)."""
+    version of its agent's state, and a session; rita reviews; ada is a superuser. Tasks run
+    eagerly (no worker)."""
     olivia = make_user("olivia", Role.OPERATOR)
     make_user("rita", Role.REVIEWER)
     make_user("ada", superuser=True)
@@ -108,7 +119,26 @@ def data(seeded: None) -> Data:
         rationale="Added it up.",
         step_index=0,
     )
-    return Data(run, run.approvals.get(), AuditEvent.objects.filter(run_id=run.pk).earliest("id"))
+    # A session with items of two shapes, one removed, and a state version.
+    actor = Actor.for_user(olivia)
+    session = session_create(
+        actor=actor, project=project_default(), external_id="support-chat", subject="user-5"
+    )
+    session_items_add(
+        actor=actor,
+        session_id=session.pk,
+        items=[
+            {"role": "user", "content": "Where is my order?"},
+            {"type": "function_call", "name": "lookup", "arguments": "{}", "call_id": "c1"},
+            {"role": "assistant", "content": "It ships tomorrow."},
+        ],
+    )
+    session_item_pop(actor=actor, session_id=session.pk)
+    session_state_write(
+        session_id=session.pk, actor=actor, base_version=0, operation="put", document={"a": 1}
+    )
+    event = AuditEvent.objects.filter(run_id=run.pk).earliest("id")
+    return Data(run, run.approvals.get(), event, session)
 
 
 @pytest.fixture

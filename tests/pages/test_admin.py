@@ -7,6 +7,8 @@ from agentops.actors import Actor
 from approvals.models import ApprovalStatus, RiskRule
 from approvals.services import approval_decide
 from audit.models import AuditEvent
+from projects.services import project_default
+from runs.control.sessions import session_create
 from runs.models import RunStatus
 from tests.pages.conftest import SEND_EMAIL
 from testsupport.factories import make_user
@@ -16,6 +18,7 @@ pytestmark = pytest.mark.django_db
 
 MODELS = [
     "runs/run",
+    "runs/agentsession",
     "runs/step",
     "runs/stepattempt",
     "runs/checkpoint",
@@ -41,6 +44,7 @@ def test_changelist_and_detail_pages_load(admin_client, awaiting_run, make_run, 
         decision="reject",
         comment="no",
     )
+    session_create(actor=Actor.for_user(reviewer), project=project_default(), external_id="s")
     for model in MODELS:
         response = admin_client.get(f"/admin/{model}/")
         assert response.status_code == 200, model

@@ -22,7 +22,7 @@ from agentops_client.errors import (
     TooLarge,
     ToolFailed,
 )
-from agentops_client.models import AgentState, Approval, Rejected, Run, Step
+from agentops_client.models import AgentState, Approval, Rejected, Run, Session, Step
 from agentops_client.sync import Client, RunHandle
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Run",
     "RunHandle",
     "ServerError",
+    "Session",
     "Step",
     "StepFailed",
     "TooLarge",

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from websockets.asyncio.client import connect
@@ -25,7 +26,7 @@ from agentops_client.errors import (
     PreconditionFailed,
     ToolFailed,
 )
-from agentops_client.models import AgentState, Approval, Rejected, Run, Step
+from agentops_client.models import AgentState, Approval, Rejected, Run, Session, Step
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -146,13 +147,15 @@ class AsyncClient:
         budget: dict[str, Any] | None = None,
         project: str | None = None,
         state_schema: dict[str, Any] | None = None,
+        session: str | None = None,
         idempotency_key: str | None = None,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
         ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
         ``project``: the project's slug (default: the token's project). ``state_schema``:
         ``{"name", "version"?}``, the project's state schema the agent's state follows
-        (default version: the newest).
+        (default version: the newest). ``session``: the id or external id of the open session
+        the run belongs to (``NotFound`` when none).
 
         Raises:
             BadRequest: a malformed goal, metadata or budget, a project outside the token's,
@@ -165,6 +168,8 @@ class AsyncClient:
             body["project"] = project
         if state_schema is not None:
             body["state_schema"] = state_schema
+        if session is not None:
+            body["session"] = session
         return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
 
     async def get_run(self, run_id: str) -> Run:
@@ -323,7 +328,14 @@ class AsyncClient:
         """
         document = p.check_json(state, "state")
         return await self._write_state(
-            run_id, "PUT", "application/json", document, base, rationale, step_index
+            f"/runs/{run_id}/state/",
+            run_id,
+            "PUT",
+            "application/json",
+            document,
+            base,
+            rationale,
+            step_index,
         )
 
     async def patch_state(
@@ -348,12 +360,20 @@ class AsyncClient:
         media = p.JSON_PATCH if isinstance(patch, list) else p.MERGE_PATCH
         document = p.check_json(patch, "patch")
         return await self._write_state(
-            run_id, "PATCH", media, document, base, rationale, step_index
+            f"/runs/{run_id}/state/",
+            run_id,
+            "PATCH",
+            media,
+            document,
+            base,
+            rationale,
+            step_index,
         )
 
     async def _write_state(
         self,
-        run_id: str,
+        path: str,
+        owner_id: str,
         method: str,
         media: str,
         document: Any,
@@ -364,12 +384,12 @@ class AsyncClient:
         params: dict[str, Any] = {"rationale": rationale} if rationale else {}
         if step_index is not None:
             params["step_index"] = step_index
-        etag = base.etag if isinstance(base, AgentState) else p.state_etag(run_id, base)
+        etag = base.etag if isinstance(base, AgentState) else p.state_etag(owner_id, base)
         # Tried once: a write whose answer was lost may have been applied, and sent again it
         # would be refused (412) as if another writer had won.
         body, headers = await self._exchange(
             method,
-            f"/runs/{run_id}/state/",
+            path,
             document,
             headers={"If-Match": etag},
             media=media,
@@ -411,6 +431,158 @@ class AsyncClient:
                 if attempt == attempts:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        external_id: str,
+        *,
+        subject: str = "",
+        metadata: dict[str, Any] | None = None,
+        project: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """Open a session: ``external_id`` is your own name for it (unique in the project),
+        ``subject`` the end user's subject id (what ``erase_subject`` finds it by).
+
+        Raises:
+            Conflict: the project has a session with this ``external_id`` already.
+            BadRequest: a malformed field.
+        """
+        body: dict[str, Any] = {"external_id": external_id, "subject": subject}
+        if metadata is not None:
+            body["metadata"] = metadata
+        if project is not None:
+            body["project"] = project
+        return Session.from_json(await self._request("POST", "/sessions/", body, idempotency_key))
+
+    async def get_session(self, session_id: str) -> Session:
+        """The session as it is now. Raises ``NotFound``."""
+        return Session.from_json(await self._request("GET", f"/sessions/{session_id}/"))
+
+    async def list_sessions(self, **filters: str) -> list[Session]:
+        """The first page of sessions, newest first, filtered by ``external_id``,
+        ``subject``, ``status``, ``project``, ``created_from``, ``created_to``."""
+        page = await self._request("GET", "/sessions/", **filters)
+        return [Session.from_json(found) for found in page["results"]]
+
+    async def close_session(self, session_id: str) -> Session:
+        """Close the session: no more runs, items or state writes."""
+        path = f"/sessions/{session_id}/close/"
+        return Session.from_json(await self._request("POST", path, {}))
+
+    async def add_session_items(
+        self, session_id: str, items: list[dict[str, Any]], *, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Add conversation ``items`` (OpenAI chat messages or Responses-API input items,
+        kept verbatim) to the session: ``{"added", "first_position", "message_count",
+        "context_tokens"}``. Raises ``Conflict`` (closed) or ``BadRequest``."""
+        path = f"/sessions/{session_id}/messages/"
+        added: dict[str, Any] = await self._request("POST", path, {"items": items}, idempotency_key)
+        return added
+
+    async def session_messages(self, session_id: str, *, last: int = 50) -> dict[str, Any]:
+        """The session's ``last`` latest messages (1-1000), oldest first, removed ones marked
+        (``removed_at``): ``{"messages": [...], "message_count": N}``."""
+        path = f"/sessions/{session_id}/messages/"
+        page: dict[str, Any] = await self._request("GET", path, last=last)
+        return page
+
+    async def session_context(self, session_id: str) -> dict[str, Any]:
+        """The session's active context: ``{"messages": [...], "tokens": N, "compactions":
+        [...]}``: items neither removed nor compacted, each compaction's summary (a
+        ``system`` message) in place of the items it replaced."""
+        found: dict[str, Any] = await self._request("GET", f"/sessions/{session_id}/context/")
+        return found
+
+    async def pop_session_item(self, session_id: str) -> dict[str, Any] | None:
+        """Take the latest item out of the session's active context and return it (None:
+        empty); the server keeps it, marked removed."""
+        path = f"/sessions/{session_id}/messages/pop/"
+        popped: dict[str, Any] = await self._request("POST", path, {})
+        item: dict[str, Any] | None = popped["item"]
+        return item
+
+    async def clear_session(self, session_id: str) -> int:
+        """Empty the session's active context (items kept, marked removed); how many."""
+        cleared = await self._request("POST", f"/sessions/{session_id}/clear/", {})
+        return int(cleared["removed"])
+
+    async def compact_session(
+        self,
+        session_id: str,
+        summary: str | None = None,
+        *,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> dict[str, Any]:
+        """Replace items ``first`` to ``last`` (session positions) in the session's active
+        context by ``summary``, or, with no arguments, let the server's summarizer choose.
+        Returns the compaction. Raises ``BadRequest`` or ``Conflict``."""
+        body: dict[str, Any] = {}
+        if summary is not None:
+            body = {"summary": summary, "first": first, "last": last}
+        made: dict[str, Any] = await self._request("POST", f"/sessions/{session_id}/compact/", body)
+        return made
+
+    async def get_session_state(self, session_id: str, version: int | None = None) -> AgentState:
+        """Version ``version`` of the session's state (default: the current), with its ETag."""
+        params = {} if version is None else {"version": version}
+        path = f"/sessions/{session_id}/state/"
+        body, headers = await self._exchange("GET", path, params=params)
+        return AgentState.from_json(body, headers.get("ETag", ""))
+
+    async def put_session_state(
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        *,
+        base: AgentState | int,
+        rationale: str = "",
+    ) -> AgentState:
+        """Replace the session's state, a write made against ``base``: as ``put_state``."""
+        document = p.check_json(state, "state")
+        return await self._write_state(
+            f"/sessions/{session_id}/state/",
+            session_id,
+            "PUT",
+            "application/json",
+            document,
+            base,
+            rationale,
+            None,
+        )
+
+    async def patch_session_state(
+        self,
+        session_id: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        base: AgentState | int,
+        rationale: str = "",
+    ) -> AgentState:
+        """Patch the session's state, a write made against ``base``: as ``patch_state``."""
+        media = p.JSON_PATCH if isinstance(patch, list) else p.MERGE_PATCH
+        document = p.check_json(patch, "patch")
+        return await self._write_state(
+            f"/sessions/{session_id}/state/",
+            session_id,
+            "PATCH",
+            media,
+            document,
+            base,
+            rationale,
+            None,
+        )
+
+    async def erase_subject(self, subject: str, *, project: str | None = None) -> dict[str, Any]:
+        """Erase ``subject``'s sessions, their runs' conversations and state (project admins
+        only; idempotent): the counts. Raises ``PermissionDenied``."""
+        params = {} if project is None else {"project": project}
+        path = f"/subjects/{quote(subject, safe='')}/"
+        done: dict[str, Any] = await self._request("DELETE", path, **params)
+        return done
 
     # --- reviewers ------------------------------------------------------------------------
 

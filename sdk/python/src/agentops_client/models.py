@@ -173,3 +173,35 @@ class AgentState:
             etag=etag,
             upgraded_from=data.get("upgraded_from"),
         )
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session (a user's conversation with an agent over many runs): ``id``, the
+    client's ``external_id``, the end user's ``subject``, ``metadata``, ``status`` (``open``
+    | ``closed``), ``message_count``, ``context_tokens`` (tokens), ``runs`` (ids, oldest
+    first) and the full JSON (``raw``)."""
+
+    id: str
+    external_id: str
+    subject: str
+    metadata: dict[str, Any]
+    status: str
+    message_count: int
+    context_tokens: int
+    runs: list[str]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Session:
+        return cls(
+            id=data["id"],
+            external_id=data["external_id"],
+            subject=data.get("subject", ""),
+            metadata=data.get("metadata") or {},
+            status=data["status"],
+            message_count=data.get("message_count", 0),
+            context_tokens=data.get("context_tokens", 0),
+            runs=list(data.get("runs") or []),
+            raw=data,
+        )

@@ -12,6 +12,14 @@ conversation and usage. Pass both to ``Runner.run``::
     result = await Runner.run(govern(agent, run), "Please move me to the 9 am flight",
                               hooks=AgentOpsHooks(run))
     await run.complete()
+
+``AgentOpsSession(client, session_id)`` keeps the agent's conversation in an agentops session
+(the Agents SDK's ``Session`` protocol), so a later process, or the same one after a restart,
+goes on where the last turn left it::
+
+    session = AgentOpsSession(client, (await client.create_session("chat-42")).id)
+    result = await Runner.run(agent, "And tomorrow?", session=session)
+    await session.compact()  # older items replaced by the server summarizer's summary
 """
 
 from __future__ import annotations
@@ -20,14 +28,14 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks
 from agents.items import ModelResponse, TResponseInputItem
 from agents.models.chatcmpl_converter import Converter
 from agents.tool_context import ToolContext
 
-from agentops_client.aio import AsyncRunHandle, current_step
+from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
 from agentops_client.models import Rejected
 
 # The message keys agentops keeps (OpenAI chat format).
@@ -139,4 +147,56 @@ class AgentOpsHooks(RunHooks[Any]):
             await self.handle.record_turn(messages, usage)
 
 
-__all__ = ["AgentOpsHooks", "current_step", "govern", "to_chat_messages"]
+class AgentOpsSession:
+    """The OpenAI Agents SDK's ``Session`` protocol (``agents.memory.session.Session``) on an
+    agentops session: ``Runner.run(agent, input, session=AgentOpsSession(client,
+    session_id))`` reads the conversation from agentops before the turn and adds the turn's
+    items after it, so any process that names the session goes on with it.
+
+    ``client`` is an ``AsyncClient``; ``session_id`` the session's id (``create_session``).
+    Items are stored verbatim (Responses-API input items, with or without a role).
+    ``get_items`` returns the session's active context: items not popped or cleared, and in
+    place of compacted items the compaction's summary (a ``system`` message). Nothing is
+    destroyed on the server: ``pop_item`` and ``clear_session`` mark items removed, audited.
+    ``compact`` replaces older items by a summary (the server's summarizer, or yours).
+    """
+
+    session_settings: Any = None
+
+    def __init__(self, client: AsyncClient, session_id: str) -> None:
+        self.client, self.session_id = client, session_id
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The active context's items, oldest first; with ``limit``, the latest ``limit``."""
+        context = await self.client.session_context(self.session_id)
+        items: list[TResponseInputItem] = context["messages"]
+        if limit is not None:
+            return items[-limit:] if limit > 0 else []
+        return items
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Add ``items`` at the end of the session's conversation (nothing when empty)."""
+        if items:
+            await self.client.add_session_items(
+                self.session_id, [json.loads(json.dumps(item, default=str)) for item in items]
+            )
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the latest item out of the active context and return it (None: empty)."""
+        item = await self.client.pop_session_item(self.session_id)
+        return cast("TResponseInputItem | None", item)
+
+    async def clear_session(self) -> None:
+        """Empty the active context (the items stay on the server, marked removed)."""
+        await self.client.clear_session(self.session_id)
+
+    async def compact(
+        self, summary: str | None = None, *, first: int | None = None, last: int | None = None
+    ) -> dict[str, Any]:
+        """Replace items ``first`` to ``last`` (session positions) by ``summary``, or, with
+        no arguments, let the server's summarizer choose: see
+        ``AsyncClient.compact_session``."""
+        return await self.client.compact_session(self.session_id, summary, first=first, last=last)
+
+
+__all__ = ["AgentOpsHooks", "AgentOpsSession", "current_step", "govern", "to_chat_messages"]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from agentops_client.aio import AsyncClient, AsyncRunHandle
-from agentops_client.models import AgentState, Approval, Run, Step
+from agentops_client.models import AgentState, Approval, Run, Session, Step
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,6 +118,75 @@ class Client:
     ) -> AgentState:
         """See ``AsyncClient.update_state`` (``fn`` runs on the client's loop thread)."""
         return self._run(self.aio.update_state(run_id, fn, **options))
+
+    def create_session(self, external_id: str, **options: Any) -> Session:
+        """See ``AsyncClient.create_session``."""
+        return self._run(self.aio.create_session(external_id, **options))
+
+    def get_session(self, session_id: str) -> Session:
+        """See ``AsyncClient.get_session``."""
+        return self._run(self.aio.get_session(session_id))
+
+    def list_sessions(self, **filters: str) -> list[Session]:
+        """See ``AsyncClient.list_sessions``."""
+        return self._run(self.aio.list_sessions(**filters))
+
+    def close_session(self, session_id: str) -> Session:
+        """See ``AsyncClient.close_session``."""
+        return self._run(self.aio.close_session(session_id))
+
+    def add_session_items(
+        self, session_id: str, items: list[dict[str, Any]], **options: Any
+    ) -> dict[str, Any]:
+        """See ``AsyncClient.add_session_items``."""
+        return self._run(self.aio.add_session_items(session_id, items, **options))
+
+    def session_messages(self, session_id: str, **options: Any) -> dict[str, Any]:
+        """See ``AsyncClient.session_messages``."""
+        return self._run(self.aio.session_messages(session_id, **options))
+
+    def session_context(self, session_id: str) -> dict[str, Any]:
+        """See ``AsyncClient.session_context``."""
+        return self._run(self.aio.session_context(session_id))
+
+    def pop_session_item(self, session_id: str) -> dict[str, Any] | None:
+        """See ``AsyncClient.pop_session_item``."""
+        return self._run(self.aio.pop_session_item(session_id))
+
+    def clear_session(self, session_id: str) -> int:
+        """See ``AsyncClient.clear_session``."""
+        return self._run(self.aio.clear_session(session_id))
+
+    def compact_session(
+        self, session_id: str, summary: str | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """See ``AsyncClient.compact_session``."""
+        return self._run(self.aio.compact_session(session_id, summary, **options))
+
+    def get_session_state(self, session_id: str, version: int | None = None) -> AgentState:
+        """See ``AsyncClient.get_session_state``."""
+        return self._run(self.aio.get_session_state(session_id, version))
+
+    def put_session_state(
+        self, session_id: str, state: dict[str, Any], *, base: AgentState | int, **options: Any
+    ) -> AgentState:
+        """See ``AsyncClient.put_session_state``."""
+        return self._run(self.aio.put_session_state(session_id, state, base=base, **options))
+
+    def patch_session_state(
+        self,
+        session_id: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        base: AgentState | int,
+        **options: Any,
+    ) -> AgentState:
+        """See ``AsyncClient.patch_session_state``."""
+        return self._run(self.aio.patch_session_state(session_id, patch, base=base, **options))
+
+    def erase_subject(self, subject: str, **options: Any) -> dict[str, Any]:
+        """See ``AsyncClient.erase_subject``."""
+        return self._run(self.aio.erase_subject(subject, **options))
 
     def pending_approvals(self) -> list[Approval]:
         """See ``AsyncClient.pending_approvals``."""
