@@ -25,7 +25,7 @@ from agentops.actors import Actor
 from agentops.celery import send_or_drop
 from agentops.errors import Conflict
 from runs import purges, recovery
-from runs.control import compaction
+from runs.control import compaction, sessions
 from runs.executor import entry
 from runs.executor.call import runaway_tool_threads
 from runs.tools import all_tools
@@ -142,6 +142,15 @@ def compact_run(run_id: str) -> None:
     )
 
 
+@shared_task(name="runs.compact_session", base=DatabaseTask)
+def compact_session(session_id: str) -> None:
+    """Compact the session ``session_id`` (UUID text) if its context is still past the
+    threshold."""
+    sessions.session_compact_over_threshold(
+        actor=Actor.system("compaction"), session_id=uuid.UUID(session_id)
+    )
+
+
 @shared_task(name="runs.sweep", base=DatabaseTask)
 def sweep() -> dict[str, int]:
     """Periodic recovery of lost wake-ups, expired approvals and runs past deadline."""
@@ -185,3 +194,6 @@ class CeleryWakeups:
 
     def compact_run(self, run_id: uuid.UUID) -> None:
         send_or_drop(compact_run, (str(run_id),))
+
+    def compact_session(self, session_id: uuid.UUID) -> None:
+        send_or_drop(compact_session, (str(session_id),))

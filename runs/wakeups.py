@@ -32,6 +32,9 @@ class Wakeups(Protocol):
     def compact_run(self, run_id: uuid.UUID) -> None:
         """Compact the run ``run_id``'s context if it is still past the token threshold."""
 
+    def compact_session(self, session_id: uuid.UUID) -> None:
+        """Compact the session ``session_id``'s context if it is still past the threshold."""
+
 
 _installed: list[Wakeups] = []
 
@@ -65,3 +68,8 @@ def retry_step_on_commit(step_id: int, delay: float) -> None:
 def compact_run_on_commit(run_id: uuid.UUID) -> None:
     """Send ``compact_run(run_id)`` to the workers once the transaction commits."""
     transaction.on_commit(lambda: _sender().compact_run(run_id), robust=True)
+
+
+def compact_session_on_commit(session_id: uuid.UUID) -> None:
+    """Send ``compact_session(session_id)`` to the workers once the transaction commits."""
+    transaction.on_commit(lambda: _sender().compact_session(session_id), robust=True)

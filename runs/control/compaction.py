@@ -23,7 +23,7 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs import wakeups
-from runs.models import Compaction, Message, Run
+from runs.models import AgentSession, Compaction, Message, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import active_compactions, active_context, last_step_index, uncovered
 from runs.transitions import lock_run, record_event, save_run
@@ -35,11 +35,11 @@ CLIENT = "client"
 MAX_SUMMARY_CHARS = 200_000
 
 
-def context_over_threshold(run: Run) -> bool:
-    """Whether ``run``'s active context (``Run.context_tokens``) is past
-    ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens (0: never)."""
+def context_over_threshold(owner: Run | AgentSession) -> bool:
+    """Whether the active context of ``owner``, a run or a session (its ``context_tokens``),
+    is past ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens (0: never)."""
     threshold: int = settings.AGENTOPS_CONTEXT_TOKEN_THRESHOLD
-    return threshold > 0 and run.context_tokens > threshold
+    return threshold > 0 and owner.context_tokens > threshold
 
 
 def compact_run_on_commit(run_id: uuid.UUID) -> None:

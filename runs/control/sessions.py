@@ -13,6 +13,7 @@ event in the session's chain (``session.<event>``) in the same transaction.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any, Final
 
@@ -27,17 +28,21 @@ from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
 from audit.services import audited_atomic
 from projects.models import Project
+from runs import wakeups
 from runs.control.compaction import (
     CLIENT,
     MAX_SUMMARY_CHARS,
     check_position,
     check_range,
+    context_over_threshold,
     load_summarizer,
 )
 from runs.models import AgentSession, Compaction, Message, Run, SessionStatus
 from runs.models.conversation import estimate_tokens
 from runs.selectors import active_compactions, session_context
 from runs.transitions import lock_session, record_session_event, save_session
+
+logger = logging.getLogger(__name__)
 
 # The most items one request adds, and the longest external and subject ids (characters).
 MAX_ITEMS: Final = 200
@@ -141,7 +146,9 @@ def session_messages_locked(
     then their ``position`` is their session position) the session's next positions
     (``AgentSession.message_count`` onwards, read under its lock: O(1) whatever the
     conversation's length), and add their tokens to its active context (the caller inserts
-    the messages and saves the session)."""
+    the messages and saves the session). Past ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens a
+    ``compact_session`` wake-up goes to the workers after commit
+    (``session_compact_over_threshold``)."""
     for offset, message in enumerate(messages):
         message.session = session
         message.session_position = session.message_count + offset
@@ -149,6 +156,10 @@ def session_messages_locked(
             message.position = message.session_position
     session.message_count += len(messages)
     session.context_tokens += sum(message.tokens for message in messages)
+    if context_over_threshold(session):
+        # A lost or repeated wake-up is harmless: each append past the threshold sends one,
+        # and the worker checks the threshold again under the session's lock.
+        wakeups.compact_session_on_commit(session.pk)
 
 
 def _open_session(session_id: uuid.UUID | str) -> AgentSession:
@@ -162,8 +173,8 @@ def session_items_add(*, actor: Actor, session_id: uuid.UUID | str, items: Any) 
     """Append ``items`` (``parse_items``) to the session's conversation, outside any run, in
     one INSERT. One audit event, ``session.items_added``, with the count, the first new
     session position and their estimated tokens. An active context past
-    ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens is not compacted by itself: the client asks
-    (``session_compact``), as the Agents SDK's session decides when to summarize.
+    ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens is compacted by a worker after commit
+    (``session_messages_locked``); the client may also ask (``session_compact``).
 
     Raises:
         AgentSession.DoesNotExist: unknown session.
@@ -282,25 +293,7 @@ def session_compact(
                 "chooses the range",
                 field="summary",
             )
-        summarizer = load_summarizer()
-        found = AgentSession.objects.filter(pk=session_id).values_list("pk", flat=True).get()
-        # Outside any transaction: the summarizer may take its time; its range is checked
-        # again under the session's lock.
-        planned = summarizer(session_context(session_id=found).entries)
-        if planned is None:
-            raise Conflict("the summarizer found nothing to compact in the active context")
-        try:
-            return _compact(
-                actor,
-                session_id,
-                text=str(planned.text),
-                first=planned.first,
-                last=planned.last,
-                summarizer=settings.AGENTOPS_SUMMARIZER,
-                version=str(getattr(summarizer, "version", "")),
-            )
-        except InvalidInput as exc:
-            raise Conflict(f"the context changed while it was summarized: {exc.message}") from exc
+        return _summarize(actor, session_id, trigger="request")
     if not isinstance(summary, str) or not summary.strip() or len(summary) > MAX_SUMMARY_CHARS:
         raise InvalidInput(
             f"summary must be a text of 1 to {MAX_SUMMARY_CHARS} characters", field="summary"
@@ -313,7 +306,55 @@ def session_compact(
         last=check_position(last, "last"),
         summarizer=CLIENT,
         version="",
+        trigger="request",
     )
+
+
+def session_compact_over_threshold(*, actor: Actor, session_id: uuid.UUID) -> Compaction | None:
+    """Compact session ``session_id`` with the server's summarizer if its active context is
+    still past ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens (the ``compact_session`` wake-up:
+    sent again by every append past it, so a lost or repeated one is harmless). Returns the
+    compaction, or None when there was nothing to do (unknown or closed session, under the
+    threshold, nothing the summarizer would replace)."""
+    session = AgentSession.objects.filter(pk=session_id).first()
+    if session is None or not session.is_open or not context_over_threshold(session):
+        return None
+    try:
+        return _summarize(actor, session_id, trigger="threshold")
+    except Conflict as exc:
+        logger.info("session %s not compacted: %s", session_id, exc)
+        return None
+
+
+def _summarize(actor: Actor, session_id: uuid.UUID | str, *, trigger: str) -> Compaction:
+    """Compact the session's active context as the server's summarizer (``AGENTOPS_SUMMARIZER``)
+    plans it.
+
+    Raises:
+        AgentSession.DoesNotExist: unknown session.
+        Conflict: the session is closed, the summarizer found nothing to compact, or the
+            context changed while it summarized.
+    """
+    summarizer = load_summarizer()
+    found = AgentSession.objects.filter(pk=session_id).values_list("pk", flat=True).get()
+    # Outside any transaction: the summarizer may take its time; its range is checked
+    # again under the session's lock.
+    planned = summarizer(session_context(session_id=found).entries)
+    if planned is None:
+        raise Conflict("the summarizer found nothing to compact in the active context")
+    try:
+        return _compact(
+            actor,
+            session_id,
+            text=str(planned.text),
+            first=planned.first,
+            last=planned.last,
+            summarizer=settings.AGENTOPS_SUMMARIZER,
+            version=str(getattr(summarizer, "version", "")),
+            trigger=trigger,
+        )
+    except InvalidInput as exc:
+        raise Conflict(f"the context changed while it was summarized: {exc.message}") from exc
 
 
 def _compact(
@@ -325,6 +366,7 @@ def _compact(
     last: int,
     summarizer: str,
     version: str,
+    trigger: str,
 ) -> Compaction:
     with audited_atomic():
         session = _open_session(session_id)
@@ -366,6 +408,7 @@ def _compact(
             tokens_after=session.context_tokens,
             summarizer=summarizer,
             summarizer_version=version,
+            trigger=trigger,
             replaced=[made.pk for made in replaced],
         )
     return compaction

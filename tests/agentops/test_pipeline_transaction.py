@@ -75,6 +75,9 @@ class Silent:
     def compact_run(self, run_id: object) -> None:
         pass
 
+    def compact_session(self, session_id: object) -> None:
+        pass
+
 
 def connection_is_idle() -> bool:
     return connection.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -238,7 +238,12 @@ def test_session_state_is_versioned_with_if_match(operator_api):
     sid = open_session(operator_api)["id"]
     url = session_url(sid, "state")
     first = operator_api.get(url)
-    assert first.json() == {"version": 0, "state": {}, "schema_version": 1}
+    assert first.json() == {
+        "version": 0,
+        "state": {},
+        "schema_version": 1,
+        "upgraded_from": None,
+    }
     assert first["ETag"] == f'"{sid}:0"'
     put = operator_api.put(
         url, json.dumps({"lang": "fr"}), content_type="application/json", HTTP_IF_MATCH=f'"{sid}:0"'

@@ -34,6 +34,9 @@ class BrokerDown:
     def compact_run(self, run_id: uuid.UUID) -> None:
         raise ConnectionError("the broker is down")
 
+    def compact_session(self, session_id: uuid.UUID) -> None:
+        raise ConnectionError("the broker is down")
+
 
 class Recorded:
     def __init__(self) -> None:
@@ -50,6 +53,9 @@ class Recorded:
 
     def compact_run(self, run_id: uuid.UUID) -> None:
         self.sent.append(("compact_run", run_id))
+
+    def compact_session(self, session_id: uuid.UUID) -> None:
+        self.sent.append(("compact_session", session_id))
 
 
 @pytest.fixture
