@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 from django.utils.module_loading import import_string
 
 from agentops.actors import Actor
@@ -40,6 +40,19 @@ def context_over_threshold(owner: Run | AgentSession) -> bool:
     is past ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens (0: never)."""
     threshold: int = settings.AGENTOPS_CONTEXT_TOKEN_THRESHOLD
     return threshold > 0 and owner.context_tokens > threshold
+
+
+def context_after(
+    before: int, covered: QuerySet[Message], replaced: list[Compaction], text: str
+) -> tuple[int, int]:
+    """What a compaction by summary ``text`` makes of an active context of ``before`` tokens:
+    ``(the summary's tokens, the context's tokens after)``. It takes out the ``covered``
+    messages (those of its range no earlier compaction already stands for) and the summaries
+    of the compactions it ``replaced``, and puts in the summary (``estimate_tokens``)."""
+    message_tokens = covered.aggregate(total=Sum("tokens"))["total"] or 0
+    removed = message_tokens + sum(made.summary_tokens for made in replaced)
+    summary_tokens = estimate_tokens({"content": text})
+    return summary_tokens, max(0, before - removed + summary_tokens)
 
 
 def compact_run_on_commit(run_id: uuid.UUID) -> None:
@@ -115,11 +128,10 @@ def _record_locked(
     active = active_compactions(Compaction.objects.filter(run_id=run.pk))
     replaced = check_range(run.message_count, first, last, active)
     in_range = Message.objects.filter(run_id=run.pk, position__range=(first, last))
-    message_tokens = in_range.filter(uncovered(replaced)).aggregate(total=Sum("tokens"))["total"]
-    removed = (message_tokens or 0) + sum(made.summary_tokens for made in replaced)
-    summary_tokens = estimate_tokens({"content": text})
     before = run.context_tokens
-    run.context_tokens = max(0, before - removed + summary_tokens)
+    summary_tokens, run.context_tokens = context_after(
+        before, in_range.filter(uncovered(replaced)), replaced, text
+    )
     compaction = Compaction.objects.create(
         run=run,
         first=first,

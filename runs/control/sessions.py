@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from django.conf import settings
 from django.db import IntegrityError
-from django.db.models import Sum
 from django.utils import timezone
 
 from agentops import rows
@@ -34,6 +33,7 @@ from runs.control.compaction import (
     MAX_SUMMARY_CHARS,
     check_position,
     check_range,
+    context_after,
     context_over_threshold,
     load_summarizer,
 )
@@ -379,11 +379,8 @@ def _compact(
         )
         for made in replaced:
             in_range = in_range.exclude(session_position__range=(made.first, made.last))
-        message_tokens = in_range.aggregate(total=Sum("tokens"))["total"] or 0
-        removed = message_tokens + sum(made.summary_tokens for made in replaced)
-        summary_tokens = estimate_tokens({"content": text})
         before = session.context_tokens
-        session.context_tokens = max(0, before - removed + summary_tokens)
+        summary_tokens, session.context_tokens = context_after(before, in_range, replaced, text)
         compaction = Compaction.objects.create(
             session=session,
             first=first,
