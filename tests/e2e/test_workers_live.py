@@ -7,42 +7,23 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-import redis
 from django.conf import settings
 from playwright.sync_api import Browser, expect
 
 from tests.conftest import AsgiServer, Worker
 from tests.e2e.conftest import TIMEOUT_MS, logged_in_page
-from testsupport.parallel import REDIS_DATABASES
 
 pytestmark = pytest.mark.e2e
 
 
-# Redis databases apart from the tests' own (``scripts/test`` and ``testsupport.parallel``
-# count down from 15, one a pytest-xdist worker).
-PRIVATE_REDIS_OFFSET = 8
-
-
-def _private_redis_url() -> str:
-    """A Redis database of this test's daphne and worker alone, emptied: the session's shared
-    Celery worker, on the tests' own broker, would otherwise take the page's refresh task
-    and keep the report it makes under its own cache prefix, where the page never looks."""
-    parts = urlsplit(settings.REDIS_URL)
-    database = (int(parts.path.strip("/") or 0) - PRIVATE_REDIS_OFFSET) % REDIS_DATABASES
-    url = urlunsplit(parts._replace(path=f"/{database}"))
-    redis.Redis.from_url(url).flushdb()
-    return url
-
-
 @pytest.fixture
 def server(transactional_db, seeded, tmp_path) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
-    """daphne, with a worker, both on a broker and cache of their own (the workers report is
-    kept there), the page refreshing every second."""
+    """daphne, with a worker, both sharing this test's cache (the workers report is kept
+    there), the page refreshing every second."""
     env: dict[str, str] = {
-        "REDIS_URL": _private_redis_url(),
+        "AGENTOPS_CACHE_PREFIX": str(settings.CACHES["default"]["KEY_PREFIX"]),
         "AGENTOPS_WORKERS_REFRESH_SECONDS": "1",
     }
     server = AsgiServer(tmp_path / "daphne.log", **env)
