@@ -11,13 +11,14 @@ import uuid
 
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
 
 from agentops.actors import ActorKind
+from agentops.errors import InvalidInput
+from memory.namespaces import NAMESPACE_SEPARATOR, namespace_labels
 
-# Between the labels of a namespace in ``namespace_path``: LangGraph forbids it inside labels.
-NAMESPACE_SEPARATOR = "."
 # The start of a memory item's audit chain name (``memory_chain``).
 MEMORY_CHAIN_PREFIX = "memory:"
 
@@ -208,3 +209,11 @@ class MemoryRetentionPolicy(models.Model):
     def __str__(self) -> str:
         where = self.namespace_prefix or "every namespace"
         return f"{self.name}: {where} after {self.max_age_days} days"
+
+    def clean(self) -> None:
+        """Refuse a prefix that is no namespace (empty labels, over the limits)."""
+        if self.namespace_prefix:
+            try:
+                namespace_labels(self.namespace_prefix)
+            except InvalidInput as exc:
+                raise ValidationError({"namespace_prefix": exc.message}) from None

@@ -12,8 +12,9 @@ from typing import Any, Final
 
 from agentops.errors import InvalidInput
 from agentops.storable import require_storable
-from memory.models import NAMESPACE_SEPARATOR
 
+# Between the labels of a namespace in ``namespace_path``: LangGraph forbids it inside labels.
+NAMESPACE_SEPARATOR: Final = "."
 MAX_LABELS: Final = 20
 MAX_LABEL_CHARS: Final = 200
 MAX_PATH_CHARS: Final = 1000
