@@ -243,9 +243,9 @@ def memory_put(
     ``text`` (up to 100,000 characters) is what full-text search reads (default: the value's
     strings); ``tags`` a list of up to 50 strings; ``ttl_seconds`` (1 s to 10 years) or
     ``expires_at`` (an aware future time) end the item (neither: it never expires);
-    ``subject`` (up to 200 characters; default: the provenance's session's) names the end
-    user it is about, for erasure. ``if_match`` (an ETag, or ``*``) makes the write
-    conditional. ``provenance`` (``memory.provenance.provenance_of``) says where it came from.
+    ``subject`` (up to 200 characters; default: the provenance's session's, else the
+    replaced item's) names the end user it is about, for erasure. ``if_match`` (an ETag, or
+    ``*``) makes the write conditional. ``provenance`` (``memory.provenance.provenance_of``) says where it came from.
 
     One transaction: lock the item (creating it when absent; an expired one counts as
     absent and is deleted first), check ``if_match``, write, keep the version, audit
@@ -261,6 +261,7 @@ def memory_put(
     tags = [] if tags is None else tags
     now = timezone.now()
     _check_item(key, value, text, tags, ttl_seconds, expires_at, now)
+    keep_subject = subject is None and not provenance.subject
     if subject is None:
         subject = provenance.subject
     if not isinstance(subject, str):
@@ -304,6 +305,8 @@ def memory_put(
         _check_if_match(item, if_match)
         assert item is not None
         before = item.value
+        if keep_subject:
+            fields["subject"] = item.subject
         for name, field_value in fields.items():
             setattr(item, name, field_value)
         item.version += 1
