@@ -59,8 +59,9 @@ class MemoryItem(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Indexed first in the unique constraint and the namespace index: no index of its own.
     project = models.ForeignKey(
-        "projects.Project", on_delete=models.PROTECT, related_name="memory_items"
+        "projects.Project", on_delete=models.PROTECT, related_name="memory_items", db_index=False
     )
     namespace_path = models.CharField(max_length=1000)
     depth = models.PositiveSmallIntegerField()
@@ -150,7 +151,10 @@ class MemoryVersion(models.Model):
 
     item_id = models.UUIDField()
     project = models.ForeignKey(
-        "projects.Project", on_delete=models.PROTECT, related_name="memory_versions"
+        "projects.Project",
+        on_delete=models.PROTECT,
+        related_name="memory_versions",
+        db_index=False,
     )
     namespace_path = models.CharField(max_length=1000)
     key = models.CharField(max_length=500)

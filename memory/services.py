@@ -245,7 +245,8 @@ def memory_put(
     ``expires_at`` (an aware future time) end the item (neither: it never expires);
     ``subject`` (up to 200 characters; default: the provenance's session's, else the
     replaced item's) names the end user it is about, for erasure. ``if_match`` (an ETag, or
-    ``*``) makes the write conditional. ``provenance`` (``memory.provenance.provenance_of``) says where it came from.
+    ``*``) makes the write conditional. ``provenance`` (``memory.provenance.provenance_of``)
+    says where it came from.
 
     One transaction: lock the item (creating it when absent; an expired one counts as
     absent and is deleted first), check ``if_match``, write, keep the version, audit
