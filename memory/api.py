@@ -92,6 +92,7 @@ class MemoryItemsView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="Create or replace a memory item (LangGraph's put).",
+        operation_id="memory_put",
         parameters=[IF_MATCH],
         request=PutItemSerializer,
         responses={
@@ -129,6 +130,7 @@ class MemoryItemsView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="Read a memory item by namespace and key (LangGraph's get).",
+        operation_id="memory_get",
         parameters=[ItemQuerySerializer],
         responses={200: MemoryItemSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
     )
@@ -148,6 +150,7 @@ class MemoryItemsView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="Delete a memory item, with a reason kept in its history (LangGraph's delete).",
+        operation_id="memory_delete",
         parameters=[IF_MATCH, ItemQuerySerializer],
         responses={204: None, 400: _BAD_INPUT, 412: _PRECONDITION},
     )
@@ -189,6 +192,7 @@ class MemoryItemView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="Read a memory item by id.",
+        operation_id="memory_item_read",
         responses={200: MemoryItemSerializer, 404: _NOT_FOUND},
     )
     def get(self, request: Request, pk: uuid.UUID) -> Response:
@@ -203,6 +207,7 @@ class MemoryItemHistoryView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="A memory item's versions, newest first (puts and deletions, with provenance).",
+        operation_id="memory_item_history",
         responses={200: MemoryVersionSerializer(many=True), 404: _NOT_FOUND},
     )
     def get(self, request: Request, pk: uuid.UUID) -> Response:
@@ -219,6 +224,7 @@ class MemorySearchView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="Search memory items by namespace prefix, value filter and full text, ranked.",
+        operation_id="memory_search",
         request=SearchSerializer,
         responses={200: SearchResultSerializer, 400: _BAD_INPUT},
     )
@@ -246,6 +252,7 @@ class MemoryNamespacesView(APIView):
     @extend_schema(
         tags=["memory"],
         summary="List the namespaces of live memory items (prefix, suffix, max depth).",
+        operation_id="memory_namespaces",
         request=NamespacesSerializer,
         responses={200: NamespaceListSerializer, 400: _BAD_INPUT},
     )
