@@ -64,7 +64,11 @@ def memory_get(*, project_id: int, namespace: Any, key: Any) -> MemoryItem:
     labels = namespace_labels(namespace)
     if not isinstance(key, str) or not key:
         raise InvalidInput("key must be a non-empty string", field="key")
-    return live_items().get(project_id=project_id, namespace_path=namespace_path(labels), key=key)
+    return (
+        live_items()
+        .select_related("project")
+        .get(project_id=project_id, namespace_path=namespace_path(labels), key=key)
+    )
 
 
 def _filter_q(filter: Any) -> Q:
@@ -140,7 +144,10 @@ def memory_search(
     """
     labels = namespace_labels(namespace_prefix, field="namespace_prefix", allow_empty=True)
     limit, offset = _page(limit, offset)
-    items = under_prefix(live_items().filter(project_id=project_id), labels)
+    # The project comes along: the API names it on each item (one query, not one per item).
+    items = under_prefix(
+        live_items().filter(project_id=project_id).select_related("project"), labels
+    )
     if filter is not None:
         condition = _filter_q(filter)
         items = _with_filter_fields(items, filter).filter(condition)

@@ -76,6 +76,7 @@ def test_the_async_client_does_the_same(asgi_server, seeded):
             await memory.put(PREFS, "b", {"n": 5})
             found = await memory.search(PREFS, filter={"n": {"$gte": 2}})
             item = await memory.get(PREFS, "a")
+            assert item is not None
             return item.version, [hit.key for hit in found]
 
     assert asyncio.run(scenario()) == (1, ["b"])
