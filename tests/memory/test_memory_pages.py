@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from agentops.actors import Actor
-from memory.models import MemoryItem, MemoryVersion
+from audit.models import AuditEvent
+from memory.models import MemoryItem, MemoryRetentionPolicy, MemoryVersion
 from memory.provenance import Provenance
 from memory.services import memory_put
 from projects.models import Project
@@ -131,3 +132,24 @@ def test_hostile_stored_values_render_as_text(client, operator):
         response = client.get(url)
         assert response.status_code == 200
         assert hostile not in response.content.decode()
+
+
+def test_admin_lists_memory_and_audits_retention_policies(client, seeded):
+    item = _put(PREFS, "tone", {"style": "concise"})
+    client.force_login(make_user("ada", superuser=True))
+    for url in (
+        "/admin/memory/memoryitem/",
+        f"/admin/memory/memoryitem/{item.pk}/change/",
+        "/admin/memory/memoryversion/",
+        "/admin/memory/memoryretentionpolicy/",
+    ):
+        assert client.get(url).status_code == 200, url
+    add = "/admin/memory/memoryretentionpolicy/add/"
+    form = {"name": "policies", "enabled": "on", "namespace_prefix": "a..b", "max_age_days": 30}
+    refused = client.post(add, form)
+    assert refused.status_code == 200
+    assert not MemoryRetentionPolicy.objects.exists()
+    client.post(add, {**form, "namespace_prefix": "policies"})
+    policy = MemoryRetentionPolicy.objects.get()
+    assert policy.namespace_prefix == "policies"
+    assert AuditEvent.objects.filter(verb="admin.memoryretentionpolicy.added").exists()
