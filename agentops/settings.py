@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "projects",
     "gateway",
     "audit",
+    "memory",
     "runs",
     "approvals",
     "fleet",
@@ -283,6 +284,7 @@ CELERY_TASK_ROUTES = {
     "approvals.notify_due": {"queue": MAINTENANCE_QUEUE},
     "fleet.purge_task_history": {"queue": MAINTENANCE_QUEUE},
     "fleet.refresh_workers_report": {"queue": MAINTENANCE_QUEUE},
+    "memory.purge": {"queue": MAINTENANCE_QUEUE},
 }
 
 if REDIS_URL:
@@ -363,6 +365,11 @@ AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 24 * 36
 # per beat run; the site's address in links (e.g. https://agentops.example.com).
 AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS = env_int(
     "AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS", 30, minimum=1
+)
+# How often beat deletes expired memory items and applies memory retention policies (seconds);
+# reads skip an expired item at once, so this only bounds how long its row stays.
+AGENTOPS_MEMORY_PURGE_INTERVAL_SECONDS = env_int(
+    "AGENTOPS_MEMORY_PURGE_INTERVAL_SECONDS", 300, minimum=1
 )
 AGENTOPS_NOTIFY_MAX_ATTEMPTS = env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5, minimum=1)
 AGENTOPS_NOTIFY_RETRY_BASE_SECONDS = env_int("AGENTOPS_NOTIFY_RETRY_BASE_SECONDS", 30, minimum=0)
@@ -463,4 +470,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(AGENTOPS_APPROVAL_NOTIFY_INTERVAL_SECONDS),
     },
     "task-history-retention": {"task": "fleet.purge_task_history", "schedule": 3600.0},
+    # Expired memory items (reads already skip them) and memory retention policies.
+    "memory-purge": {
+        "task": "memory.purge",
+        "schedule": float(AGENTOPS_MEMORY_PURGE_INTERVAL_SECONDS),
+    },
 }

@@ -146,11 +146,13 @@ class SessionStateWriteQuerySerializer(StrictSerializer):
 class ErasureSerializer(serializers.Serializer):
     """What erasing a subject's data did: ``sessions`` deleted, ``runs`` whose conversation
     and state were deleted (kept as redacted runs), ``messages`` and ``state_versions``
-    deleted, ``audit_chains`` purged (their purge recorded in the system chain)."""
+    deleted, ``memory_items`` deleted with their history, ``audit_chains`` purged (their
+    purge recorded in the system chain)."""
 
     subject = serializers.CharField()
     sessions = serializers.IntegerField()
     runs = serializers.IntegerField()
     messages = serializers.IntegerField()
     state_versions = serializers.IntegerField()
+    memory_items = serializers.IntegerField()
     audit_chains = serializers.IntegerField()

@@ -16,6 +16,7 @@ from django.db.models import Model
 from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest
 from audit import live
 from audit.models import AuditEvent
+from memory.models import MemoryItem, MemoryVersion
 from projects.models import Project
 from runs.models import (
     AgentSession,
@@ -47,6 +48,8 @@ MODELS: list[type[Model]] = [
     ApprovalDecision,
     ApprovalMark,
     AuditEvent,
+    MemoryItem,
+    MemoryVersion,
 ]
 MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}
 

@@ -23,6 +23,7 @@ from benchmarks import (
     bench_dispatch,
     bench_gateway,
     bench_live,
+    bench_memory,
     bench_pages,
     bench_retention,
     bench_throughput,
@@ -47,6 +48,7 @@ def _expected_rows() -> list[str]:
             bench_retention,
             bench_gateway,
             bench_conversation,
+            bench_memory,
         )
     }
     figures[HOST] = HOST_FIGURES
