@@ -219,8 +219,6 @@ LOGIN_REDIRECT_URL = "run-list"
 LOGOUT_REDIRECT_URL = "login"
 
 SESSION_COOKIE_SECURE = not DEBUG
-# Django's database sessions, read with raw SQL (``agentops.sessions``).
-SESSION_ENGINE = "agentops.sessions"
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 3600, minimum=0)
