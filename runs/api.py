@@ -29,6 +29,11 @@ from runs.conversation_api import (
     conversation_schema,
     messages_read_documented,
 )
+from runs.conversation_serializers import (
+    MessagePageSerializer,
+    MessagesInputSerializer,
+    MessagesQuerySerializer,
+)
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
@@ -41,9 +46,6 @@ from runs.serializers import (
     EventPageSerializer,
     EventQuerySerializer,
     ForkRunSerializer,
-    MessagePageSerializer,
-    MessagesInputSerializer,
-    MessagesQuerySerializer,
     RunListSerializer,
     RunSerializer,
     RunTotalsSerializer,

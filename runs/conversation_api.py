@@ -20,9 +20,13 @@ from rest_framework.response import Response
 from agentops.actors import Actor
 from agentops.api import actor_for
 from runs import selectors
+from runs.conversation_serializers import (
+    CompactionSerializer,
+    CompactSerializer,
+    ContextSerializer,
+)
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import Compaction
-from runs.serializers import CompactionSerializer, CompactSerializer, ContextSerializer
 from runs.state_api import BAD_INPUT
 
 

@@ -37,9 +37,7 @@ from runs.filters import SessionFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import AgentSession, Compaction
 from runs.serializers import (
-    AgentStateSerializer,
     EmptySerializer,
-    StateQuerySerializer,
 )
 from runs.session_serializers import (
     ClearedSerializer,
@@ -59,6 +57,10 @@ from runs.state_api import (
     STATE_PATCH_REQUEST,
     STATE_WRITE_RESPONSES,
     StateEndpoints,
+)
+from runs.state_serializers import (
+    AgentStateSerializer,
+    StateQuerySerializer,
 )
 
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No session with this id.")

@@ -31,7 +31,7 @@ from runs import selectors
 from runs.control import state, state_schemas
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from runs.models import StateSchema, state_etag
-from runs.serializers import (
+from runs.state_serializers import (
     AgentStateSerializer,
     CreateStateSchemaSerializer,
     StateQuerySerializer,
