@@ -58,11 +58,12 @@ def leave_pool_after_this_task() -> bool:
     ``POOL_RESTART_BILLIARD`` (logged: the hard time limit still replaces the process).
     ``tests/runs/test_pool_restart.py::test_pool_restart_sentinel_on_the_installed_billiard``
     fails on such a release."""
-    if not billiard.__version__.startswith(POOL_RESTART_BILLIARD):
+    version = str(getattr(billiard, "__version__", ""))  # not in billiard's type stubs
+    if not version.startswith(POOL_RESTART_BILLIARD):
         logger.warning(
             "billiard %s: a pool process left with a runaway tool is not replaced after its "
             "task (written for billiard %s)",
-            billiard.__version__,
+            version,
             ", ".join(POOL_RESTART_BILLIARD),
         )
         return False
