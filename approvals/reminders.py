@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -50,32 +51,53 @@ def _mark_due(
     return run, step, approval
 
 
+# What a due request gets: its time field, the field set once done, the notification sent
+# and the audit event's verb.
+_Due = tuple[str, str, str, str]
+_REMINDER: _Due = ("remind_at", "reminded_at", NotificationEvent.REMINDER, "approval.reminded")
+_ESCALATION: _Due = (
+    "escalate_at",
+    "escalated_at",
+    NotificationEvent.ESCALATED,
+    "approval.escalated",
+)
+# The groups a due request's notification goes to, and the audit event's payload naming them.
+_Recipients = Callable[[ApprovalRequest], tuple[list[Any], dict[str, Any]]]
+
+
+def _notify_due(actor: Actor, due: _Due, recipients: _Recipients) -> int:
+    """Mark every request ``due`` (``_REMINDER``, ``_ESCALATION``) done, notify its
+    ``recipients`` and record the audit event, each in its own transaction under its run's
+    and its own row locks; how many."""
+    field, done_field, event, verb = due
+    done = 0
+    for approval_id, run_id in _due(field, done_field):
+        with audited_atomic():
+            marked = _mark_due(approval_id, run_id, done_field)
+            if marked is None:
+                continue
+            run, step, approval = marked
+            groups, payload = recipients(approval)
+            sent = notifications_record(
+                approval=approval, run=run, step=step, event=event, groups=groups
+            )
+            record_pending(actor, approval, run, verb, **payload, notified=len(sent))
+            done += 1
+    return done
+
+
 def approval_remind_due(*, actor: Actor) -> int:
     """Remind the approvers of every pending request whose ``remind_at`` has come and that was
     not reminded yet: ``reminded_at`` set, an ``approval.reminded`` audit event, and a
     reminder notification to the approvers (and the rule's webhooks). Each request in its own
     transaction, under its run's and its own row locks, so two beat runs at once remind once.
     Returns how many were reminded."""
-    reminded = 0
-    for approval_id, run_id in _due("remind_at", "reminded_at"):
-        with audited_atomic():
-            marked = _mark_due(approval_id, run_id, "reminded_at")
-            if marked is None:
-                continue
-            run, step, approval = marked
-            groups = approval.rule.deciding_groups(escalated=False)
-            sent = notifications_record(
-                approval=approval,
-                run=run,
-                step=step,
-                event=NotificationEvent.REMINDER,
-                groups=groups,
-            )
-            record_pending(
-                actor, approval, run, "approval.reminded", groups=groups, notified=len(sent)
-            )
-            reminded += 1
-    return reminded
+
+    def approvers(approval: ApprovalRequest) -> tuple[list[Any], dict[str, Any]]:
+        groups = approval.rule.deciding_groups(escalated=False)
+        return groups, {"groups": groups}
+
+    return _notify_due(actor, _REMINDER, approvers)
 
 
 def approval_escalate_due(*, actor: Actor) -> int:
@@ -85,23 +107,9 @@ def approval_escalate_due(*, actor: Actor) -> int:
     escalation notification to that group (and its and the rule's webhooks). Each request in
     its own transaction, under its run's and its own row locks, so two beat runs at once
     escalate once. Returns how many escalated."""
-    escalated = 0
-    for approval_id, run_id in _due("escalate_at", "escalated_at"):
-        with audited_atomic():
-            marked = _mark_due(approval_id, run_id, "escalated_at")
-            if marked is None:
-                continue
-            run, step, approval = marked
-            group = approval.rule.escalation_group
-            sent = notifications_record(
-                approval=approval,
-                run=run,
-                step=step,
-                event=NotificationEvent.ESCALATED,
-                groups=[group] if group else [],
-            )
-            record_pending(
-                actor, approval, run, "approval.escalated", group=group, notified=len(sent)
-            )
-            escalated += 1
-    return escalated
+
+    def escalation_group(approval: ApprovalRequest) -> tuple[list[Any], dict[str, Any]]:
+        group = approval.rule.escalation_group
+        return ([group] if group else []), {"group": group}
+
+    return _notify_due(actor, _ESCALATION, escalation_group)

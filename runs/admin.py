@@ -20,15 +20,13 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
+import runs.retention_admin  # noqa: F401 (registers its admins)
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyTabularInline
 from projects.access import Access
 from projects.admin import ProjectScopedAdminMixin
 from projects.models import Project
-from runs import (
-    retention_admin,  # noqa: F401 (registers the retention admins)
-)
 from runs.control import lifecycle, settle
 from runs.control.state_schemas import state_schema_check, state_schema_create
 from runs.models import (
@@ -41,6 +39,7 @@ from runs.models import (
     ToolCall,
 )
 from runs.state_migrations import registered_migrations
+from runs.state_serializers import STATE_SCHEMA_FIELDS
 
 
 class StepInline(ReadOnlyTabularInline):
@@ -389,17 +388,7 @@ class StateSchemaAdmin(ProjectScopedAdminMixin, admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return StateSchemaForm.Meta.fields
-        return [
-            "project",
-            "name",
-            "version",
-            "schema",
-            "migration_function",
-            "migration_steps",
-            "description",
-            "created_by_name",
-            "created_at",
-        ]
+        return STATE_SCHEMA_FIELDS
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         data = form.cleaned_data

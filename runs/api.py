@@ -71,13 +71,7 @@ _CONFLICT = OpenApiResponse(
         responses={200: RunSerializer, 404: _NOT_FOUND},
     ),
     **conversation_schema(
-        owner="run",
-        append="Append a client's model turn (messages and usage) to its run.",
-        context="The run's active context: what its model is to be sent, with its tokens.",
-        body=MessagesInputSerializer,
-        appended=RunTotalsSerializer,
-        not_found=_NOT_FOUND,
-        conflict=_CONFLICT,
+        "run", MessagesInputSerializer, RunTotalsSerializer, _NOT_FOUND, _CONFLICT
     ),
 )
 class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet):

@@ -113,20 +113,31 @@ def messages_read_documented(**schema: Any) -> Callable[..., Response]:
     return messages_read
 
 
+# The summaries of an owner's append and context endpoints.
+_SUMMARIES = {
+    "run": (
+        "Append a client's model turn (messages and usage) to its run.",
+        "The run's active context: what its model is to be sent, with its tokens.",
+    ),
+    "session": (
+        "Add conversation items to the session (between runs).",
+        "The session's active context: what its agent's model is to be sent.",
+    ),
+}
+
+
 def conversation_schema(
-    *,
     owner: str,
-    append: str,
-    context: str,
     body: type[serializers.Serializer],
     appended: type[serializers.Serializer],
     not_found: OpenApiResponse,
     conflict: OpenApiResponse,
 ) -> dict[str, Any]:
     """``extend_schema_view`` arguments documenting ``messages`` (``POST``), ``context`` and
-    ``compact`` for one owner (``run``, ``session``): ``append`` and ``context`` are their
-    summaries, ``body`` and ``appended`` the serializers of an append's body and answer,
-    ``not_found`` and ``conflict`` the owner's 404 and 409."""
+    ``compact`` for one owner (``run``, ``session``): ``body`` and ``appended`` are the
+    serializers of an append's body and answer, ``not_found`` and ``conflict`` the owner's
+    404 and 409."""
+    append, context = _SUMMARIES[owner]
     refused = {400: BAD_INPUT, 404: not_found, 409: conflict}
     return {
         "messages": extend_schema(

@@ -81,13 +81,7 @@ _SESSION_STATE = "the session's agent state (the user state its runs share)"
         responses={200: AgentStateSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     ),
     **conversation_schema(
-        owner="session",
-        append="Add conversation items to the session (between runs).",
-        context="The session's active context: what its agent's model is to be sent.",
-        body=SessionItemsSerializer,
-        appended=SessionItemsAddedSerializer,
-        not_found=_NOT_FOUND,
-        conflict=_CLOSED,
+        "session", SessionItemsSerializer, SessionItemsAddedSerializer, _NOT_FOUND, _CLOSED
     ),
 )
 class SessionViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet):

@@ -30,9 +30,9 @@ class StateQuerySerializer(serializers.Serializer):
     version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
-class StateWriteQuerySerializer(StrictSerializer):
-    """A state write's ``?rationale=`` (why the agent writes it) and ``?step_index=`` (the
-    index of the run's step it belongs to)."""
+class StateRationaleQuerySerializer(StrictSerializer):
+    """A state write's ``?rationale=``: why it is written (a session's state write takes
+    nothing else)."""
 
     rationale = serializers.CharField(
         required=False,
@@ -41,7 +41,27 @@ class StateWriteQuerySerializer(StrictSerializer):
         max_length=MAX_RATIONALE,
         trim_whitespace=False,
     )
+
+
+class StateWriteQuerySerializer(StateRationaleQuerySerializer):
+    """A run's state write's ``?rationale=`` (why the agent writes it) and ``?step_index=``
+    (the index of the run's step it belongs to)."""
+
     step_index = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+
+
+# What a state schema version shows, in the API and the admin.
+STATE_SCHEMA_FIELDS = [
+    "project",
+    "name",
+    "version",
+    "schema",
+    "migration_function",
+    "migration_steps",
+    "description",
+    "created_by_name",
+    "created_at",
+]
 
 
 class StateSchemaSerializer(serializers.ModelSerializer[StateSchema]):
@@ -55,18 +75,7 @@ class StateSchemaSerializer(serializers.ModelSerializer[StateSchema]):
 
     class Meta:
         model = StateSchema
-        fields = [
-            "id",
-            "project",
-            "name",
-            "version",
-            "schema",
-            "migration_function",
-            "migration_steps",
-            "description",
-            "created_by_name",
-            "created_at",
-        ]
+        fields = ["id", *STATE_SCHEMA_FIELDS]
         read_only_fields = fields
 
 
