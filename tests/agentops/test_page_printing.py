@@ -1,6 +1,7 @@
-"""The pages' templates print each value through one call (``agentops.jinja2.print_escaped``,
-compiled in by ``PageEnvironment``) and print exactly what Jinja2's own escaping with the
-pages' ``finalize`` printed: escaped the way Django escapes, safe values left as they are."""
+"""The pages' templates print each value through one call
+(``agentops.template_printing.print_escaped``, compiled in by ``PageEnvironment``) and print
+exactly what Jinja2's own escaping with the pages' ``finalize`` printed: escaped the way
+Django escapes, safe values left as they are."""
 
 import enum
 import uuid
@@ -17,9 +18,9 @@ from jinja2 import Environment
 from jinja2.compiler import CodeGenerator
 from markupsafe import Markup
 
-from agentops.jinja2 import (
+from agentops.jinja2 import PageEnvironment
+from agentops.template_printing import (
     PRINTING_CODE_GENERATOR_JINJA2,
-    PageEnvironment,
     _PrintingCodeGenerator,
     page_code_generator,
 )
