@@ -1,5 +1,6 @@
-"""Named queries of the runs app that stay in SQL, each with its measured reason and a test
-against its ORM equivalent on the same data (``tests/runs/test_queries.py``)."""
+"""Named queries of the runs app that stay in SQL: each with its measured reason and a test
+against its ORM equivalent on the same data, or with no ORM equivalent at all
+(``tests/runs/test_queries.py``)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,19 @@ def steps_delete(*, step_ids: list[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(_DELETE_STEPS, {"ids": step_ids})
         return cursor.rowcount
+
+
+def advisory_lock_try(*, key: int) -> bool:
+    """Take PostgreSQL's session-level advisory lock ``key`` (a signed 64-bit integer) for
+    this database session if it is free; whether it was taken. It outlives transactions
+    until ``advisory_lock_release``; Django's ORM has no expression for it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        (taken,) = cursor.fetchone()
+    return bool(taken)
+
+
+def advisory_lock_release(*, key: int) -> None:
+    """Release the advisory lock ``key`` this database session holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [key])

@@ -1,17 +1,18 @@
-"""``runs.queries``: each SQL query deletes exactly what its ORM equivalent deletes, on the
-same data (the ORM run inside a savepoint that is rolled back)."""
+"""``runs.queries``: each SQL query does exactly what its ORM equivalent does, on the same
+data (the ORM run inside a savepoint that is rolled back); one with no ORM equivalent is
+checked against a second database session."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import Checkpoint, Step, StepAttempt, ToolCall
-from runs.queries import steps_delete
+from runs.queries import advisory_lock_release, advisory_lock_try, steps_delete
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +53,26 @@ def test_steps_delete_deletes_what_the_orm_deletes(
     assert by_orm != before
     assert Step.objects.filter(run=kept).count() == 4
     assert Step.objects.filter(run=gone).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_advisory_lock_is_held_until_released() -> None:
+    """No ORM equivalent: checked against a second database session."""
+    key = 424242
+    other = connections.create_connection("default")
+    try:
+        assert advisory_lock_try(key=key)
+
+        def other_takes() -> bool:
+            with other.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+                taken = bool(cursor.fetchone()[0])
+                if taken:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+                return taken
+
+        assert not other_takes()
+        advisory_lock_release(key=key)
+        assert other_takes()
+    finally:
+        other.close()
