@@ -4,9 +4,21 @@ against its ORM equivalent on the same data, or with no ORM equivalent at all
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import connection
 
-from runs.models import Checkpoint, Step, StepAttempt, ToolCall
+from runs.models import (
+    Checkpoint,
+    Compaction,
+    Message,
+    ModelCall,
+    Run,
+    StateVersion,
+    Step,
+    StepAttempt,
+    ToolCall,
+)
 
 # The steps of a batch and the rows of this app hanging off them, in one statement: the
 # statements of a WITH share a snapshot, and Django's foreign keys are checked at commit
@@ -35,6 +47,37 @@ def steps_delete(*, step_ids: list[int]) -> int:
     """
     with connection.cursor() as cursor:
         cursor.execute(_DELETE_STEPS, {"ids": step_ids})
+        return cursor.rowcount
+
+
+# A run's own rows that retention deletes with it once its steps are gone (other apps' rows
+# go first, through ``runs.retention.DependentRows``); forks of these runs outlive them
+# (``Run.forked_from`` is SET_NULL, which Django, not the database, would do).
+_DELETE_RUNS = [
+    f"DELETE FROM {model._meta.db_table} WHERE run_id = ANY(%s)"  # noqa: S608
+    for model in (ModelCall, StateVersion, Compaction, Message)
+] + [
+    f"UPDATE {Run._meta.db_table} SET forked_from_id = NULL WHERE forked_from_id = ANY(%s)",  # noqa: S608
+    f"DELETE FROM {Run._meta.db_table} WHERE id = ANY(%s)",  # noqa: S608
+]
+
+
+def runs_delete(*, run_ids: list[uuid.UUID]) -> int:
+    """Delete the runs ``run_ids`` whose steps and other apps' rows are already gone, with
+    their model calls, state versions, compactions and messages, forks of them kept
+    (PostgreSQL only); returns how many runs were deleted. The ORM equivalent is
+    ``Run.objects.filter(pk__in=run_ids).delete()``.
+
+    Why SQL: the same retention row as ``steps_delete`` (10,000 runs in chunks of 500).
+    Django's ``delete()`` reads the runs back as model instances (goals, inputs, states) and
+    asks each of the dozen tables that refer to a run for rows: 243 ms against 3.9 ms for
+    these statements for 86 runs (fastest of 6 alternated, rolled back, 2026-11-28), about
+    1.4 s a chunk of 500 runs against the 3 s its 50,000 steps take, which would take about
+    a third off the purge rate.
+    """
+    with connection.cursor() as cursor:
+        for statement in _DELETE_RUNS:
+            cursor.execute(statement, [run_ids])
         return cursor.rowcount
 
 

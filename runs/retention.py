@@ -38,7 +38,7 @@ from runs.models import (
     StepAttempt,
     ToolCall,
 )
-from runs.queries import steps_delete
+from runs.queries import runs_delete, steps_delete
 from runs.statuses import RUN_TERMINAL, STEP_OPEN
 
 # Runs handled per chunk.
@@ -197,9 +197,7 @@ def _delete_runs(
         run_ids = _lock_finished(run_ids)
         for dependent in _dependents:
             dependent.delete_for_runs(run_ids)
-        # Django's cascade: model calls, state versions, compactions, messages; forks of
-        # these runs outlive them (``Run.forked_from`` is SET_NULL).
-        report.runs += Run.objects.filter(pk__in=run_ids).delete()[1].get("runs.Run", 0)
+        report.runs += runs_delete(run_ids=run_ids)
     _timed_batch(report, started)
 
 

@@ -10,13 +10,24 @@ import pytest
 from django.db import connections, transaction
 
 from agentops.actors import Actor
+from runs.control.conversation import run_messages_append
 from runs.control.create import run_create
-from runs.models import Checkpoint, Step, StepAttempt, ToolCall
-from runs.queries import advisory_lock_release, advisory_lock_try, steps_delete
+from runs.control.fork import run_fork
+from runs.models import (
+    Checkpoint,
+    Message,
+    ModelCall,
+    Run,
+    Step,
+    StepAttempt,
+    ToolCall,
+)
+from runs.queries import advisory_lock_release, advisory_lock_try, runs_delete, steps_delete
 
 pytestmark = pytest.mark.django_db
 
 TABLES = (Step, StepAttempt, Checkpoint, ToolCall)
+RUN_TABLES = (Run, Message, ModelCall)
 
 
 class _RolledBack(Exception):
@@ -76,3 +87,50 @@ def test_an_advisory_lock_is_held_until_released() -> None:
         assert other_takes()
     finally:
         other.close()
+
+
+def test_runs_delete_deletes_what_the_orm_deletes(
+    operator: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    actor = Actor.for_user(operator)
+    steps = [{"tool": "echo", "args": {"value": i}} for i in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        planned = run_create(actor=actor, agent="plan", goal="forked", steps=steps)
+    with django_capture_on_commit_callbacks(execute=True):
+        fork = run_fork(run_id=planned.pk, actor=actor, from_index=1)
+        talking = run_create(actor=actor, agent="client", goal="talks")
+        run_messages_append(
+            actor=actor,
+            run_id=talking.pk,
+            messages=[{"role": "user", "content": "hi"}],
+            usage={"model": "m", "input_tokens": 3, "output_tokens": 2},
+        )
+        kept = run_create(actor=actor, agent="client", goal="kept")
+        run_messages_append(
+            actor=actor, run_id=kept.pk, messages=[{"role": "user", "content": "x"}]
+        )
+    ids = [planned.pk, talking.pk]
+    Step.objects.filter(run_id__in=ids).delete()
+
+    def remaining() -> dict[str, Any]:
+        rows = {
+            model.__name__: set(model.objects.values_list("pk", flat=True)) for model in RUN_TABLES
+        }
+        rows["forks"] = set(Run.objects.filter(forked_from__isnull=False).values_list("pk"))
+        return rows
+
+    before = remaining()
+    assert all(before[model.__name__] for model in RUN_TABLES)
+    try:
+        with transaction.atomic():
+            deleted = Run.objects.filter(pk__in=ids).delete()[1].get("runs.Run", 0)
+            by_orm = remaining()
+            raise _RolledBack
+    except _RolledBack:
+        pass
+    assert remaining() == before
+
+    assert runs_delete(run_ids=ids) == deleted == 2
+    assert remaining() == by_orm
+    assert Run.objects.get(pk=fork.pk).forked_from_id is None
+    assert Message.objects.filter(run=kept).count() == 1
