@@ -26,15 +26,10 @@ READ = {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"re
 def test_an_expired_session_run_is_deleted_with_its_session(operator: Any) -> None:
     upstream = upstream_register(name="bank", command="true")
     actor = Actor.for_user(operator, via_api=True)
+    opened = {"upstream": upstream, "actor": actor, "project_id": project_default().pk}
     runs = []
     for session_id in ("old", "recent"):
-        run_id = calls.session_run(
-            upstream=upstream,
-            session_id=session_id,
-            actor=actor,
-            project_id=project_default().pk,
-            client_info=None,
-        )
+        run_id = calls.session_run(session_id=session_id, client_info=None, **opened)
         step = calls.call_step(run_id=run_id, actor=actor, tool="lookup", args={}, spec=READ)
         calls.step_outcome(actor=actor, step=step, report={"result": {"content": []}})
         run_complete(run_id=run_id, actor=actor)

@@ -4,10 +4,12 @@ checked against a second database session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.db import connections, transaction
+from django.db.models import Model, QuerySet
 
 from agentops.actors import Actor
 from runs.control.conversation import run_messages_append
@@ -34,34 +36,44 @@ class _RolledBack(Exception):
     pass
 
 
-def _remaining() -> dict[str, set[Any]]:
-    return {model.__name__: set(model.objects.values_list("pk", flat=True)) for model in TABLES}
+def _rows(*models: type[Model]) -> dict[str, set[Any]]:
+    return {model.__name__: set(model.objects.values_list("pk", flat=True)) for model in models}
+
+
+def _by_orm(delete: QuerySet[Any], remaining: Callable[[], Any]) -> tuple[int, Any]:
+    """How many rows of its model ``delete``'s ORM delete deletes, and the ``remaining`` rows
+    after it; rolled back, checked to leave the rows as they were."""
+    before = remaining()
+    try:
+        with transaction.atomic():
+            deleted = delete.delete()[1].get(delete.model._meta.label, 0)
+            left = remaining()
+            raise _RolledBack
+    except _RolledBack:
+        pass
+    assert remaining() == before
+    assert left != before
+    return deleted, left
+
+
+def _plan_runs(operator: Any, capture: Any, goals: list[str], steps: int) -> list[Run]:
+    """Plan runs of ``steps`` echo steps each, executed."""
+    actor = Actor.for_user(operator)
+    plan = [{"tool": "echo", "args": {"value": i}} for i in range(steps)]
+    with capture(execute=True):
+        return [run_create(actor=actor, agent="plan", goal=goal, steps=plan) for goal in goals]
 
 
 def test_steps_delete_deletes_what_the_orm_deletes(
     operator: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    actor = Actor.for_user(operator)
-    steps = [{"tool": "echo", "args": {"value": i}} for i in range(4)]
-    with django_capture_on_commit_callbacks(execute=True):
-        kept = run_create(actor=actor, agent="plan", goal="kept", steps=steps)
-        gone = run_create(actor=actor, agent="plan", goal="gone", steps=steps)
+    kept, gone = _plan_runs(operator, django_capture_on_commit_callbacks, ["kept", "gone"], 4)
     ids = list(Step.objects.filter(run=gone).order_by("index").values_list("pk", flat=True))[:3]
-    before = _remaining()
-    assert all(before[model.__name__] for model in TABLES)
-
-    try:
-        with transaction.atomic():
-            deleted = Step.objects.filter(pk__in=ids).delete()[1].get("runs.Step", 0)
-            by_orm = _remaining()
-            raise _RolledBack
-    except _RolledBack:
-        pass
-    assert _remaining() == before
+    assert all(_rows(*TABLES).values())
+    deleted, by_orm = _by_orm(Step.objects.filter(pk__in=ids), lambda: _rows(*TABLES))
 
     assert steps_delete(step_ids=ids) == deleted == 3
-    assert _remaining() == by_orm
-    assert by_orm != before
+    assert _rows(*TABLES) == by_orm
     assert Step.objects.filter(run=kept).count() == 4
     assert Step.objects.filter(run=gone).count() == 1
 
@@ -92,10 +104,8 @@ def test_an_advisory_lock_is_held_until_released() -> None:
 def test_runs_delete_deletes_what_the_orm_deletes(
     operator: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
+    (planned,) = _plan_runs(operator, django_capture_on_commit_callbacks, ["forked"], 2)
     actor = Actor.for_user(operator)
-    steps = [{"tool": "echo", "args": {"value": i}} for i in range(2)]
-    with django_capture_on_commit_callbacks(execute=True):
-        planned = run_create(actor=actor, agent="plan", goal="forked", steps=steps)
     with django_capture_on_commit_callbacks(execute=True):
         fork = run_fork(run_id=planned.pk, actor=actor, from_index=1)
         talking = run_create(actor=actor, agent="client", goal="talks")
@@ -113,22 +123,11 @@ def test_runs_delete_deletes_what_the_orm_deletes(
     Step.objects.filter(run_id__in=ids).delete()
 
     def remaining() -> dict[str, Any]:
-        rows = {
-            model.__name__: set(model.objects.values_list("pk", flat=True)) for model in RUN_TABLES
-        }
-        rows["forks"] = set(Run.objects.filter(forked_from__isnull=False).values_list("pk"))
-        return rows
+        forks = Run.objects.filter(forked_from__isnull=False).values_list("pk", flat=True)
+        return {**_rows(*RUN_TABLES), "forks": set(forks)}
 
-    before = remaining()
-    assert all(before[model.__name__] for model in RUN_TABLES)
-    try:
-        with transaction.atomic():
-            deleted = Run.objects.filter(pk__in=ids).delete()[1].get("runs.Run", 0)
-            by_orm = remaining()
-            raise _RolledBack
-    except _RolledBack:
-        pass
-    assert remaining() == before
+    assert all(remaining().values())
+    deleted, by_orm = _by_orm(Run.objects.filter(pk__in=ids), remaining)
 
     assert runs_delete(run_ids=ids) == deleted == 2
     assert remaining() == by_orm
