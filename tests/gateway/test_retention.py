@@ -26,7 +26,11 @@ READ = {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"re
 def test_an_expired_session_run_is_deleted_with_its_session(operator: Any) -> None:
     upstream = upstream_register(name="bank", command="true")
     actor = Actor.for_user(operator, via_api=True)
-    opened = {"upstream": upstream, "actor": actor, "project_id": project_default().pk}
+    opened: dict[str, Any] = {
+        "upstream": upstream,
+        "actor": actor,
+        "project_id": project_default().pk,
+    }
     runs = []
     for session_id in ("old", "recent"):
         run_id = calls.session_run(session_id=session_id, client_info=None, **opened)

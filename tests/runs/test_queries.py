@@ -37,7 +37,7 @@ class _RolledBack(Exception):
 
 
 def _rows(*models: type[Model]) -> dict[str, set[Any]]:
-    return {model.__name__: set(model.objects.values_list("pk", flat=True)) for model in models}
+    return {m.__name__: set(m._default_manager.values_list("pk", flat=True)) for m in models}
 
 
 def _by_orm(delete: QuerySet[Any], remaining: Callable[[], Any]) -> tuple[int, Any]:
