@@ -14,8 +14,8 @@ from rest_framework import serializers
 from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from runs.control.sessions import MAX_ID_CHARS, MAX_ITEMS
-from runs.control.state import MAX_RATIONALE
 from runs.models import AgentSession, Message
+from runs.state_serializers import StateRationaleQuerySerializer
 
 
 class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSession]):
@@ -131,16 +131,8 @@ class ClearedSerializer(serializers.Serializer):
     removed = serializers.IntegerField()
 
 
-class SessionStateWriteQuerySerializer(StrictSerializer):
+class SessionStateWriteQuerySerializer(StateRationaleQuerySerializer):
     """A session state write's ``?rationale=`` (why it is written)."""
-
-    rationale = serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        max_length=MAX_RATIONALE,
-        trim_whitespace=False,
-    )
 
 
 class ErasureSerializer(serializers.Serializer):
