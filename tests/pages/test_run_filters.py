@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from runs import views
+from runs import list_views
 from runs.models import Run
 from testsupport.factories import plan_run
 from testsupport.fleet import CALCULATE, at, create_run_at, make_fleet
@@ -116,7 +116,7 @@ def test_columns_show_steps_duration_tokens_and_cost(
 
 
 def test_pager_links_keep_the_filters(client, operator, monkeypatch):
-    monkeypatch.setattr(views, "RUNS_PER_PAGE", 2)
+    monkeypatch.setattr(list_views, "RUNS_PER_PAGE", 2)
     for day in (1, 2, 3):
         create_run_at(operator, f"Mail {day}", [CALCULATE], at(day))
     create_run_at(operator, "Other", [CALCULATE], at(4))
