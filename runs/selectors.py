@@ -392,7 +392,7 @@ class RunListRow:
     updated_at: datetime
 
 
-_LIST_FIELDS = (
+LIST_FIELDS = (
     "id",
     "goal",
     "agent",
@@ -412,7 +412,7 @@ _LIST_FIELDS = (
 def run_list_values(runs: QuerySet[Run]) -> QuerySet[Run, tuple[Any, ...]]:
     """``runs`` narrowed to the columns ``run_list_rows`` reads, as tuples: no run's JSON
     documents (a conversation can be large) and no model instance a row."""
-    return runs.values_list(*_LIST_FIELDS)
+    return runs.values_list(*LIST_FIELDS)
 
 
 def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[RunListRow]:

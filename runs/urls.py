@@ -8,6 +8,8 @@ from runs import list_views, session_views, views
 urlpatterns = [
     path("", list_views.run_list, name="run-list"),
     path("fragment/runs/", list_views.run_list_fragment, name="run-list-fragment"),
+    path("views/", list_views.saved_view_create, name="saved-view-create"),
+    path("views/<int:view_id>/delete/", list_views.saved_view_delete, name="saved-view-delete"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/fragment/", views.run_detail_fragment, name="run-detail-fragment"),
     path(
