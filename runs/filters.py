@@ -98,8 +98,7 @@ class RunFilter(StrictFilterSet):
     def filter_search(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         """Runs whose goal, steps' arguments or results, or messages hold the words of
         ``value`` (``runs.search.run_search_filter``)."""
-        aliases, condition = run_search_filter(value)
-        return queryset.alias(**aliases).filter(condition)
+        return queryset.filter(run_search_filter(value))
 
     def filter_tool(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         """Runs with a step calling the tool ``value``: a semi-join (``EXISTS``), so a run

@@ -17,7 +17,7 @@ from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connection
 from django.db.models import Func, Q
 
-from runs.models import Message, Step
+from runs.models import Message, Run, Step
 
 # Only the first SEARCHED_CHARS characters of each value are searched: PostgreSQL refuses a
 # tsvector over 1 MB, and a write that built one would fail (a tool result can be megabytes).
@@ -53,8 +53,11 @@ def _postgres_matches(text: str) -> Q:
             found |= Q(**{name: query})
         return model.objects.alias(**documents).filter(found).values("run_id")
 
+    # Each table's matches are one index read (a hashed subquery): a condition on the runs'
+    # own goal inside the OR would be evaluated run by run instead.
+    by_goal = Run.objects.alias(goal_words=TextDocument("goal")).filter(goal_words=query)
     return (
-        Q(goal_words=query)
+        Q(pk__in=by_goal.values("pk"))
         | Q(pk__in=matching(Step, _STEP_COLUMNS))
         | Q(pk__in=matching(Message, _MESSAGE_COLUMNS))
     )
@@ -74,15 +77,14 @@ def _plain_matches(text: str) -> Q:
     )
 
 
-def run_search_filter(text: str) -> tuple[dict[str, Any], Q]:
+def run_search_filter(text: str) -> Q:
     """What narrows a queryset of runs to those whose goal, steps' arguments or results, or
-    conversation hold ``text``: ``(aliases, condition)``, applied as
-    ``runs.alias(**aliases).filter(condition)``.
+    conversation hold ``text`` (``runs.filter(condition)``).
 
     ``text`` is web-search syntax on PostgreSQL (words all present, ``"a phrase"``,
     ``-word``, ``a or b``: ``websearch_to_tsquery``, which never fails on any input); on
     SQLite the whole text is one case-insensitive substring.
     """
     if connection.vendor == "postgresql":
-        return {"goal_words": TextDocument("goal")}, _postgres_matches(text)
-    return {}, _plain_matches(text)
+        return _postgres_matches(text)
+    return _plain_matches(text)

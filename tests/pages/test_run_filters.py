@@ -122,7 +122,9 @@ def test_pager_links_keep_the_filters(client, operator, monkeypatch):
     create_run_at(operator, "Other", [CALCULATE], at(4))
     client.force_login(operator)
     html = client.get(reverse("run-list"), {"goal": "mail", "tool": "calculate"}).content.decode()
-    link = re.search(r'href="\?([^"]*cursor=[^"]*)" rel="next"', html).group(1).replace("&amp;", "&")
+    link = (
+        re.search(r'href="\?([^"]*cursor=[^"]*)" rel="next"', html).group(1).replace("&amp;", "&")
+    )
     assert link.startswith("goal=mail&tool=calculate&cursor=")
     page_two = client.get(reverse("run-list") + "?" + link).content.decode()
     assert page_two.count("data-run-id") == 1
