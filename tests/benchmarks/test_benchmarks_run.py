@@ -25,6 +25,7 @@ from benchmarks import (
     bench_live,
     bench_pages,
     bench_retention,
+    bench_search,
     bench_throughput,
 )
 from benchmarks.harness import HOST, HOST_FIGURES
@@ -45,6 +46,7 @@ def _expected_rows() -> list[str]:
             bench_api,
             bench_pages,
             bench_retention,
+            bench_search,
             bench_gateway,
             bench_conversation,
         )
