@@ -30,7 +30,7 @@ from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from projects.models import Project
-from runs import selectors
+from runs import context_selectors, selectors
 from runs.control import (
     compaction,
     conversation,
@@ -513,9 +513,9 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get"])
     def context(self, request: Request, pk: uuid.UUID) -> Response:
-        """The active context (``runs.selectors.active_context``): messages no compaction
+        """The active context (``runs.context_selectors.active_context``): messages no compaction
         replaced, each active compaction's summary in their place, and the tokens in all."""
-        return Response(ContextSerializer(selectors.active_context(run_id=pk)).data)
+        return Response(ContextSerializer(context_selectors.active_context(run_id=pk)).data)
 
     @extend_schema(
         summary="Replace older messages in the run's active context by a summary.",

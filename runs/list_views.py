@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentops.errors import Conflict, InvalidInput
 from projects.access import Access
-from runs import list_pages, saved_views, selectors
+from runs import list_pages, list_selectors, saved_views, selectors
 from runs.filters import RunFilter, filter_problems
 from runs.models import AgentKind, Run
 from runs.models.saved_views import SavedView
@@ -82,7 +82,7 @@ def _filtered(request: HttpRequest, context: dict[str, Any]) -> QuerySet[Run] | 
 
 def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     """The runs list's data: ``page`` (``list_pages.KeysetPage``) and ``rows``
-    (``selectors.RunListRow``, the run page's path), the filters as given (``filters``, empty
+    (``list_selectors.RunListRow``, the run page's path), the filters as given (``filters``, empty
     fields dropped), the ``sort`` and ``problems`` (what is wrong with the filters, sort, time
     zone or page link: then no runs are listed, rather than runs the user would take for
     filtered ones). ``query`` is the filters, sort and zone as a query string, which the
@@ -117,8 +117,8 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     context["sort"] = sort
     if runs is None:
         return context
-    values = selectors.run_list_values(Access(request.user).scope(runs, "runs.view_run"))
-    position = selectors.LIST_FIELDS.index(sort.column)
+    values = list_selectors.run_list_values(Access(request.user).scope(runs, "runs.view_run"))
+    position = list_selectors.LIST_FIELDS.index(sort.column)
     page = list_pages.keyset_page(
         values,
         sort=sort,
@@ -129,7 +129,7 @@ def _run_list_context(request: HttpRequest) -> dict[str, Any]:
     )
     # Count steps for this page's runs only: an annotation on the whole list would make the
     # database aggregate every run's steps before it can sort and cut the page.
-    found = selectors.run_list_rows(page.rows, now=timezone.now())
+    found = list_selectors.run_list_rows(page.rows, now=timezone.now())
     # One reverse() for the page rather than one a row: the run's id put into a resolved path.
     path = reverse("run-detail", args=[_PATH_PLACEHOLDER])
     rows = [(run, path.replace(str(_PATH_PLACEHOLDER), str(run.pk))) for run in found]

@@ -17,6 +17,7 @@ from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
+from runs.context_selectors import ActiveContext
 from runs.control.compaction import MAX_SUMMARY_CHARS
 from runs.control.conversation import MAX_MESSAGES
 from runs.control.lifecycle import MAX_REASON
@@ -32,7 +33,7 @@ from runs.models import (
     Step,
     StepAttempt,
 )
-from runs.selectors import STEP_SUMMARY_FIELDS, ActiveContext
+from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
 

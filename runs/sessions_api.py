@@ -25,7 +25,7 @@ from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from projects.api import ProjectActionPermissions, access_for, project_for_create
-from runs import selectors
+from runs import context_selectors, selectors
 from runs.api import (
     IF_MATCH_PARAMETER,
     STATE_PATCH_REQUEST,
@@ -237,11 +237,13 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
     )
     @messages.mapping.get
     def messages_read(self, request: Request, pk: uuid.UUID) -> Response:
-        """The last ``last`` messages (``runs.selectors.session_messages_last``: one indexed
+        """The last ``last`` messages (``runs.context_selectors.session_messages_last``: one indexed
         query) and the session's message count."""
         query = SessionMessagesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        found = selectors.session_messages_last(session_id=pk, last=query.validated_data["last"])
+        found = context_selectors.session_messages_last(
+            session_id=pk, last=query.validated_data["last"]
+        )
         count = AgentSession.objects.values_list("message_count", flat=True).get(pk=pk)
         page = {"messages": found, "message_count": count}
         return Response(SessionMessagePageSerializer(page).data)
@@ -280,9 +282,9 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get"])
     def context(self, request: Request, pk: uuid.UUID) -> Response:
-        """``runs.selectors.session_context``: messages neither removed nor compacted, each
+        """``runs.context_selectors.session_context``: messages neither removed nor compacted, each
         active compaction's summary in their place, and the tokens in all."""
-        return Response(ContextSerializer(selectors.session_context(session_id=pk)).data)
+        return Response(ContextSerializer(context_selectors.session_context(session_id=pk)).data)
 
     @extend_schema(
         summary="Replace older messages in the session's active context by a summary.",
