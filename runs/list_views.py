@@ -160,7 +160,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         last_event_id=after,
         ws_path="/ws/runs/",
         fragment_url=reverse("run-list-fragment"),
-        saved_views=saved_view_list(owner_id=request.user.pk),
+        saved_views=saved_view_list(owner_id=_owner(request)),
     )
     return _render_run_list(request, "runs/run_list.html", context)
 
@@ -171,6 +171,11 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_list_fragment(request: HttpRequest) -> HttpResponse:
     """The runs table alone (same query parameters as ``run_list``), for live refreshes."""
     return _render_run_list(request, "runs/_run_table.html", _run_list_context(request))
+
+
+def _owner(request: HttpRequest) -> int:
+    # Signed in (every view of the list requires it): the user has an id.
+    return int(request.user.pk or 0)
 
 
 def _list_url(query: str) -> str:
@@ -187,7 +192,7 @@ def saved_view_create(request: HttpRequest) -> HttpResponse:
     query = saved_view_query(QueryDict(request.POST.get("query", "")).items(), kept=_KEPT)
     name = request.POST.get("name", "")
     try:
-        saved_views.saved_view_create(owner_id=request.user.pk, name=name, query=query)
+        saved_views.saved_view_create(owner_id=_owner(request), name=name, query=query)
     except (InvalidInput, Conflict) as exc:
         messages.error(request, f"Could not save the view: {exc}.")
     else:
@@ -202,7 +207,7 @@ def saved_view_delete(request: HttpRequest, view_id: int) -> HttpResponse:
     """Delete the user's saved view ``view_id`` (another user's or an unknown one: 404), then
     back to the list."""
     try:
-        saved_views.saved_view_delete(owner_id=request.user.pk, view_id=view_id)
+        saved_views.saved_view_delete(owner_id=_owner(request), view_id=view_id)
     except SavedView.DoesNotExist:
         raise Http404("no such saved view") from None
     messages.success(request, "Deleted the saved view.")

@@ -6,6 +6,7 @@ A saved view is a user's own preference, not a change to any run: it is not audi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 from django.db import IntegrityError, transaction
@@ -16,11 +17,11 @@ from agentops.storable import require_storable
 from runs.models.saved_views import MAX_VIEW_NAME, MAX_VIEW_QUERY, SavedView
 
 
-def saved_view_query(params: Iterable[tuple[str, str]], *, kept: Iterable[str]) -> str:
+def saved_view_query(params: Iterable[tuple[str, Any]], *, kept: Iterable[str]) -> str:
     """The query string a view keeps of the list's GET ``params`` ((name, value) pairs): the
     non-empty values of the names in ``kept`` (the list's filters, ``sort``, ``tz``), in the
     order of ``kept``; never a page cursor."""
-    given = {name: value.strip() for name, value in params if value.strip()}
+    given = {name: str(value).strip() for name, value in params if str(value).strip()}
     return urlencode([(name, given[name]) for name in kept if name in given])
 
 
