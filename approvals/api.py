@@ -25,6 +25,7 @@ from approvals.serializers import (
     DecideSerializer,
     MarkSerializer,
     RespondSerializer,
+    ReviewerSerializer,
     SnoozeSerializer,
 )
 from projects.api import ProjectActionPermissions, access_for
@@ -87,6 +88,7 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         "bulk": ("approvals.decide_approvalrequest",),
         "snooze": ("approvals.view_approvalrequest",),
         "assign": ("approvals.view_approvalrequest",),
+        "reviewer": ("approvals.view_approvalrequest",),
     }
     filterset_class = ApprovalFilter
     pagination_class = OldestFirstPagination
@@ -240,3 +242,14 @@ class ApprovalViewSet(viewsets.GenericViewSet):
             approval_id=pk, actor=actor_for(request), assigned=body.validated_data["assigned"]
         )
         return Response(MarkSerializer(mark).data)
+
+    @extend_schema(
+        summary="The caller as a reviewer: their groups (who may decide a group's requests).",
+        responses={200: ReviewerSerializer},
+    )
+    @action(detail=False, methods=["get"])
+    def reviewer(self, request: Request) -> Response:
+        """The caller's group names, which the inbox's notifications compare with a new
+        request's deciding groups (read only when the reviewer turned them on)."""
+        groups = sorted(request.user.groups.values_list("name", flat=True))
+        return Response(ReviewerSerializer({"groups": groups}).data)

@@ -152,6 +152,13 @@ class AssignSerializer(StrictSerializer):
     assigned = serializers.BooleanField()
 
 
+class ReviewerSerializer(serializers.Serializer[dict[str, Any]]):
+    """The caller as a reviewer: the names of their ``groups`` (a request whose policy names
+    deciding groups may be decided only by their members)."""
+
+    groups = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
 class MarkSerializer(FieldsBuiltOnce, serializers.ModelSerializer[ApprovalMark]):
     """The caller's own marks on an approval request: ``snoozed_until`` (null: not snoozed)
     and ``assigned_at`` (null: not assigned to them)."""

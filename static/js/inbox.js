@@ -237,8 +237,9 @@
  * requests" button asks the browser's permission and remembers the choice in this browser
  * (localStorage). While the inbox is open, each new request (an "approval.created" event of
  * its live stream, live.js's "live:event") that the reviewer's groups may decide (the event's
- * payload "groups": empty for any reviewer) shows a notification; clicking it opens the
- * request's page. Hidden where the browser has no Notification API.
+ * payload "groups": empty for any reviewer; the reviewer's own groups come from
+ * /api/v1/approvals/reviewer/ once notifications are on) shows a notification; clicking it
+ * opens the request's page. Hidden where the browser has no Notification API.
  */
 (function () {
   "use strict";
@@ -250,11 +251,24 @@
   var KEY = "agentops.notify-approvals";
   var toggle = control.querySelector("[data-notify-toggle]");
   var state = control.querySelector("[data-notify-state]");
-  var groups = [];
-  try {
-    groups = JSON.parse(toggle.dataset.userGroups || "[]");
-  } catch (err) {
+  // The reviewer's groups, read from the API once notifications are on (not every page).
+  var groups = null;
+
+  function loadGroups() {
+    if (groups !== null) {
+      return;
+    }
     groups = [];
+    fetch(toggle.dataset.reviewerUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        return response.ok ? response.json() : { groups: [] };
+      })
+      .then(function (body) {
+        groups = Array.isArray(body.groups) ? body.groups : [];
+      })
+      .catch(function () {
+        groups = null;
+      });
   }
 
   function enabled() {
@@ -263,6 +277,9 @@
 
   function show() {
     var on = enabled();
+    if (on) {
+      loadGroups();
+    }
     toggle.setAttribute("aria-pressed", on ? "true" : "false");
     toggle.textContent = on ? "Stop notifying me" : "Notify me of new requests";
     state.textContent =
@@ -290,7 +307,7 @@
       return true;
     }
     return deciding.some(function (group) {
-      return groups.indexOf(group) >= 0;
+      return (groups || []).indexOf(group) >= 0;
     });
   }
 

@@ -217,3 +217,20 @@ def test_the_schema_documents_the_new_actions(reviewer_api):
         "/api/v1/approvals/{id}/assign/",
     ):
         assert "post" in paths[path], path
+    assert "get" in paths["/api/v1/approvals/reviewer/"]
+
+
+def test_the_reviewer_endpoint_names_the_callers_groups(reviewer_api, reviewer, operator_api):
+    from django.contrib.auth.models import Group
+
+    for name in ("payments", "legal"):
+        reviewer.groups.add(Group.objects.create(name=name))
+    response = reviewer_api.get(f"{APPROVALS_URL}reviewer/")
+    assert response.status_code == 200
+    assert response.json() == {"groups": ["legal", "payments"]}
+    assert operator_api.get(f"{APPROVALS_URL}reviewer/").json() == {"groups": []}
+
+
+def test_a_new_requests_event_names_its_deciding_groups(waiting):
+    event = AuditEvent.objects.get(verb="approval.created", object_id=str(waiting[0]))
+    assert event.payload["groups"] == []
