@@ -15,9 +15,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, OldestFirstPagination, StrictFilterSet, actor_for
-from approvals import selectors, services
+from approvals import marks, selectors, services
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
-from approvals.serializers import ApprovalSerializer, DecideSerializer
+from approvals.serializers import (
+    ApprovalSerializer,
+    AssignSerializer,
+    BulkDecideSerializer,
+    BulkOutcomeSerializer,
+    DecideSerializer,
+    MarkSerializer,
+    RespondSerializer,
+    ReviewerSerializer,
+    SnoozeSerializer,
+)
 from projects.api import ProjectActionPermissions, access_for
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 
@@ -33,6 +43,12 @@ _DECIDE_RESPONSES = {
         ErrorSerializer,
         description="No longer pending (decided, expired, cancelled) or already decided by you.",
     ),
+}
+_MARK_RESPONSES = {
+    200: MarkSerializer,
+    400: OpenApiResponse(ErrorSerializer, description="Malformed input; nothing changed."),
+    404: _NOT_FOUND,
+    409: OpenApiResponse(ErrorSerializer, description="No longer pending."),
 }
 
 
@@ -54,9 +70,10 @@ class ApprovalFilter(StrictFilterSet):
     ),
 )
 class ApprovalViewSet(viewsets.GenericViewSet):
-    """Approval requests: list, read (``approvals.view_approvalrequest``), approve and reject
-    (``approvals.decide_approvalrequest``; the service also refuses a reviewer deciding on a
-    run they requested)."""
+    """Approval requests: list, read (``approvals.view_approvalrequest``); approve, reject,
+    respond and decide a selection in bulk (``approvals.decide_approvalrequest``; the service
+    also refuses a reviewer deciding on a run they requested); snooze and assign to oneself
+    (the caller's own marks, ``approvals.view_approvalrequest``, as in the inbox)."""
 
     lookup_value_converter = "int"
     permission_classes = [ProjectActionPermissions]
@@ -67,6 +84,11 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         "retrieve": ("approvals.view_approvalrequest",),
         "approve": ("approvals.decide_approvalrequest",),
         "reject": ("approvals.decide_approvalrequest",),
+        "respond": ("approvals.decide_approvalrequest",),
+        "bulk": ("approvals.decide_approvalrequest",),
+        "snooze": ("approvals.view_approvalrequest",),
+        "assign": ("approvals.view_approvalrequest",),
+        "reviewer": ("approvals.view_approvalrequest",),
     }
     filterset_class = ApprovalFilter
     pagination_class = OldestFirstPagination
@@ -130,3 +152,104 @@ class ApprovalViewSet(viewsets.GenericViewSet):
     def reject(self, request: Request, pk: int) -> Response:
         """Record a rejection (``services.approval_decide``)."""
         return self._decide(request, pk, Decision.REJECT)
+
+    @extend_schema(
+        summary="Respond: send an answer back to the agent instead of running the call.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=RespondSerializer,
+        responses=_DECIDE_RESPONSES,
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def respond(self, request: Request, pk: int) -> Response:
+        """Record a response (``services.approval_decide`` with ``respond``): the step ends
+        with the answer as its outcome, which a client run's agent reads."""
+        body = RespondSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.approval_decide(
+            approval_id=pk,
+            actor=actor_for(request),
+            decision=Decision.RESPOND,
+            comment=body.validated_data["comment"],
+        )
+        return self._approval_response(pk)
+
+    @extend_schema(
+        summary="Decide a selection: one decision on each request, each under its own rules.",
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        request=BulkDecideSerializer,
+        responses={
+            200: BulkOutcomeSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="Malformed input (no ids, too many, a reason missing); nothing "
+                "was decided.",
+            ),
+            403: OpenApiResponse(ErrorSerializer, description="Not a reviewer anywhere."),
+        },
+    )
+    @action(detail=False, methods=["post"])
+    @idempotent
+    def bulk(self, request: Request) -> Response:
+        """One decision (approve, reject or respond, with ``comment``) on each of ``ids``
+        (``services.approval_decide_many``): each request is decided or refused on its own
+        (not pending, already decided by the caller, their own run); ids the caller may not
+        see are refused as "no such request", as unknown ones are."""
+        body = BulkDecideSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        wanted = list(dict.fromkeys(body.validated_data["ids"]))
+        visible = set(self.get_queryset().filter(pk__in=wanted).values_list("pk", flat=True))
+        chosen = [pk for pk in wanted if pk in visible]
+        outcome = services.BulkOutcome(decided=[], refused={})
+        if chosen:
+            outcome = services.approval_decide_many(
+                approval_ids=chosen,
+                actor=actor_for(request),
+                decision=body.validated_data["decision"],
+                comment=body.validated_data["comment"],
+            )
+        hidden = {pk: "no such request" for pk in wanted if pk not in visible}
+        result = services.BulkOutcome(outcome.decided, {**hidden, **outcome.refused})
+        return Response(BulkOutcomeSerializer(result).data)
+
+    @extend_schema(
+        summary="Snooze: hide the request from your own inbox until a time (null: show it).",
+        request=SnoozeSerializer,
+        responses=_MARK_RESPONSES,
+    )
+    @action(detail=True, methods=["post"])
+    def snooze(self, request: Request, pk: int) -> Response:
+        """Change the caller's snooze of request ``pk`` (``marks.approval_snooze``)."""
+        body = SnoozeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        mark = marks.approval_snooze(
+            approval_id=pk, actor=actor_for(request), until=body.validated_data["until"]
+        )
+        return Response(MarkSerializer(mark).data)
+
+    @extend_schema(
+        summary="Assign to me: mark the request as taken on by you (false: take it back).",
+        request=AssignSerializer,
+        responses=_MARK_RESPONSES,
+    )
+    @action(detail=True, methods=["post"])
+    def assign(self, request: Request, pk: int) -> Response:
+        """Change whether request ``pk`` is assigned to the caller
+        (``marks.approval_assign``)."""
+        body = AssignSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        mark = marks.approval_assign(
+            approval_id=pk, actor=actor_for(request), assigned=body.validated_data["assigned"]
+        )
+        return Response(MarkSerializer(mark).data)
+
+    @extend_schema(
+        summary="The caller as a reviewer: their groups (who may decide a group's requests).",
+        responses={200: ReviewerSerializer},
+    )
+    @action(detail=False, methods=["get"])
+    def reviewer(self, request: Request) -> Response:
+        """The caller's group names, which the inbox's notifications compare with a new
+        request's deciding groups (read only when the reviewer turned them on)."""
+        groups = sorted(request.user.groups.values_list("name", flat=True))
+        return Response(ReviewerSerializer({"groups": groups}).data)

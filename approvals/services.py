@@ -99,6 +99,8 @@ class ApprovalGate:
             tool=step.tool,
             risk=step.risk,
             required_approvals=policy.approvals,
+            # Who may decide it (empty: any reviewer): the inbox notifies only them.
+            groups=policy.deciding_groups(escalated=False),
         )
         notifications_record(
             approval=approval,

@@ -240,10 +240,9 @@ def _inbox_context(request: HttpRequest) -> dict[str, Any]:
     page: Page = paginator.get_page(request.GET.get("page"))
     approvals = list(page)
     items = _items(request, access, approvals)
-    identical = selectors.identical_counts(pending, approvals)
     for item in items:
         step = item.approval.step
-        item.identical = identical.get((step.tool, step.args_hash), 0)
+        item.identical = facets.identical.get((step.tool, step.args_hash), 0)
         item.mark = own_marks.get(item.approval.pk)
     return {
         "items": items,

@@ -510,9 +510,9 @@ INSERT INTO runs_step (run_id, index, tool, args, args_hash, executor, args_sche
     idempotency_key, risk, gate, gate_params, rationale, tool_call_id, status, attempts,
     max_attempts, timeout_seconds, lease_owner, result, usage, created_at, updated_at,
     started_at, finished_at)
-SELECT md5(%(tag)s || g)::uuid, i, 'echo', '{"value": 1}', md5('{"value":1}'), 'server', '{}',
-    md5(%(tag)s || g)::uuid::text || ':' || i || ':echo', 'low', '', '{}', '', '',
-    %(step_status)s, 1, 3, 60, '', '1', '{}', %(at)s, %(at)s, %(at)s, %(finished)s
+SELECT md5(%(tag)s || g)::uuid, i, 'echo', {args}, md5('{{"value":1}}'), 'server', '{{}}',
+    md5(%(tag)s || g)::uuid::text || ':' || i || ':echo', 'low', '', '{{}}', '', '',
+    %(step_status)s, 1, 3, 60, '', {result}, '{{}}', %(at)s, %(at)s, %(at)s, %(finished)s
 FROM generate_series(1, %(runs)s) AS g, generate_series(0, %(steps)s - 1) AS i
 """
 
@@ -525,13 +525,17 @@ def load_runs(
     status: str = "succeeded",
     age_days: float = 0,
     metadata: str = "{}",
+    args_sql: str = "'{\"value\": 1}'",
+    result_sql: str = "'1'",
 ) -> list[str]:
     """Insert ``runs`` plan runs of ``steps_per_run`` succeeded echo steps straight with SQL.
 
     Fast bulk data for the read and purge benchmarks (no audit events, checkpoints or attempts:
     those are not what the pages or the purge read most). Run ids are derived from ``tag``, so
     two loads with different tags never collide; the runs finished ``age_days`` days ago, one
-    second apart. Returns the run ids (UUID text), oldest first.
+    second apart. ``args_sql`` and ``result_sql`` are SQL expressions (fixed text of the
+    benchmark, never input) of each step's arguments and result, over the run number ``g``
+    (1..runs) and the step index ``i``. Returns the run ids (UUID text), oldest first.
     """
     from django.db import connection, transaction
 
@@ -552,7 +556,7 @@ def load_runs(
             "metadata": metadata,
         }
         cursor.execute(_LOAD_RUNS, params)
-        cursor.execute(_LOAD_STEPS, params)
+        cursor.execute(_LOAD_STEPS.format(args=args_sql, result=result_sql), params)
         cursor.execute(
             "SELECT md5(%s || g)::uuid::text FROM generate_series(1, %s) AS g", [tag, runs]
         )

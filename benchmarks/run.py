@@ -49,6 +49,7 @@ BENCHMARKS = [
     "live",
     "api",
     "pages",
+    "search",
     "retention",
     "gateway",
     "conversation",

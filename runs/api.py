@@ -22,7 +22,7 @@ from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from projects.models import Project
-from runs import selectors
+from runs import context_selectors, selectors
 from runs.control import compaction, conversation, create, fork, lifecycle, settle, state
 from runs.conversation_api import (
     ConversationEndpoints,
@@ -161,9 +161,9 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         found = selectors.messages_before(run_id=pk, end=end, last=query["last"])
         return {"messages": found, "message_count": count}
 
-    def conversation_context(self, pk: uuid.UUID) -> selectors.ActiveContext:
-        """``runs.selectors.active_context``."""
-        return selectors.active_context(run_id=pk)
+    def conversation_context(self, pk: uuid.UUID) -> context_selectors.ActiveContext:
+        """``runs.context_selectors.active_context``."""
+        return context_selectors.active_context(run_id=pk)
 
     def conversation_compact(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> Compaction:
         """``runs.control.compaction.run_compact``."""

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from agentops.actors import Actor
 from agentops.api import actor_for
-from runs import selectors
+from runs import context_selectors
 from runs.conversation_serializers import (
     CompactionSerializer,
     CompactSerializer,
@@ -55,7 +55,7 @@ class ConversationEndpoints:
         validated data)."""
         raise NotImplementedError
 
-    def conversation_context(self, pk: uuid.UUID) -> selectors.ActiveContext:
+    def conversation_context(self, pk: uuid.UUID) -> context_selectors.ActiveContext:
         """The active context of ``pk``."""
         raise NotImplementedError
 

@@ -16,7 +16,7 @@ from runs.models import (
     Compaction,
     Message,
 )
-from runs.selectors import ActiveContext
+from runs.context_selectors import ActiveContext
 
 
 class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):

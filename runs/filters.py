@@ -11,10 +11,12 @@ from django_filters import rest_framework as filters
 
 from agentops.api import StrictFilterSet
 from runs.models import AgentKind, AgentSession, Run, SessionStatus, Step
+from runs.search import run_search_filter
 from runs.statuses import run_status_choices, run_status_filter
 
 # Longest value of a text filter: a goal fragment, a tool name (Step.tool), a user name.
 MAX_GOAL_TEXT = 200
+MAX_SEARCH_TEXT = 200
 MAX_TOOL_NAME = 128
 MAX_USERNAME = 150
 
@@ -26,6 +28,9 @@ class RunFilter(StrictFilterSet):
     - ``agent``: an ``AgentKind`` value (``plan``, ``client``, ...);
     - ``project``: a project slug (a project the user cannot see lists nothing);
     - ``goal``: text the goal contains (case-insensitive);
+    - ``q``: words found in the goal, a step's tool-call arguments or result, or the
+      conversation (full-text: ``runs.search``; a reservation id in a call's arguments finds
+      its run);
     - ``tool``: runs with at least one step calling this tool (exact name);
     - ``requester``: the user name of who requested the run (exact);
     - ``created_from`` / ``created_to``: ISO 8601 date-times (a value without a time zone is
@@ -46,6 +51,11 @@ class RunFilter(StrictFilterSet):
         lookup_expr="icontains",
         max_length=MAX_GOAL_TEXT,
         label="Text the goal contains (case-insensitive)",
+    )
+    q = filters.CharFilter(
+        method="filter_search",
+        max_length=MAX_SEARCH_TEXT,
+        label="Words in the goal, a tool call's arguments or result, or the conversation",
     )
     tool = filters.CharFilter(
         method="filter_tool", max_length=MAX_TOOL_NAME, label="A tool one of its steps calls"
@@ -73,6 +83,7 @@ class RunFilter(StrictFilterSet):
             "agent",
             "project",
             "goal",
+            "q",
             "tool",
             "requester",
             "created_from",
@@ -83,6 +94,11 @@ class RunFilter(StrictFilterSet):
         """Runs whose status as shown is ``value`` (``awaiting_approval``: waiting for a
         reviewer)."""
         return queryset.filter(**run_status_filter(value))
+
+    def filter_search(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """Runs whose goal, steps' arguments or results, or messages hold the words of
+        ``value`` (``runs.search.run_search_filter``)."""
+        return queryset.filter(run_search_filter(value))
 
     def filter_tool(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         """Runs with a step calling the tool ``value``: a semi-join (``EXISTS``), so a run

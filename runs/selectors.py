@@ -7,22 +7,30 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, IntegerField, Max, Min, Prefetch, Q, QuerySet, Window
-from django.db.models.expressions import RawSQL
+from django.db.models import (
+    Count,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
+from django.db.models.functions import Coalesce
 
-from agentops.statuses import StatusInfo
 from audit.models import AuditEvent
 from runs.models import (
     STATE_SCHEMA_VERSION,
     AgentKind,
     AgentSession,
-    Compaction,
     Message,
     Run,
     StateSchema,
@@ -33,7 +41,7 @@ from runs.models import (
 )
 from runs.state_diff import Change, StepStates, json_diff
 from runs.state_migrations import state_upgrade
-from runs.statuses import StepStatus, run_status_filter, run_status_info, step_status_info
+from runs.statuses import StepStatus, run_status_filter, step_status_info
 
 
 def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
@@ -97,114 +105,6 @@ def messages_before(*, run_id: uuid.UUID | str, end: int, last: int) -> list[Mes
     return list(window.order_by("position"))
 
 
-@dataclass(frozen=True, slots=True)
-class ContextEntry:
-    """One entry of a run's active context: a message (``first`` = ``last`` = its position)
-    or a compaction's summary standing for messages ``first``..``last``; ``message`` in
-    OpenAI chat format (a summary is ``{"role": "system", "content": summary}``), ``tokens``
-    its estimated size (tokens) and ``compaction`` the compaction's id (None: a message)."""
-
-    first: int
-    last: int
-    message: dict[str, Any]
-    tokens: int
-    compaction: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveContext:
-    """What a run's model sees now: ``entries`` in position order, their ``tokens`` in all
-    (tokens) and the active ``compactions`` (oldest first)."""
-
-    entries: list[ContextEntry]
-    tokens: int
-    compactions: list[Compaction]
-
-
-def active_compactions(compactions: Iterable[Compaction]) -> list[Compaction]:
-    """The compactions among ``compactions`` (one run's) no later one covers: a later
-    compaction whose range holds an earlier one's replaces it (``runs.control.compaction``
-    never lets two ranges overlap otherwise). In position order."""
-    made = sorted(compactions, key=lambda c: c.pk)
-    active = [
-        c
-        for i, c in enumerate(made)
-        if not any(later.first <= c.first and c.last <= later.last for later in made[i + 1 :])
-    ]
-    return sorted(active, key=lambda c: c.first)
-
-
-def uncovered(compactions: Iterable[Compaction]) -> Q:
-    """The condition "a message is not replaced by one of ``compactions``" on ``Message``."""
-    condition = Q()
-    for c in compactions:
-        condition &= ~Q(position__range=(c.first, c.last))
-    return condition
-
-
-def active_context(*, run_id: uuid.UUID | str) -> ActiveContext:
-    """Run ``run_id``'s active context: its messages that no active compaction replaced and,
-    in their place, the compactions' summaries; two queries (compactions, messages).
-
-    A run with many messages and no compaction reads them all: the context is what its model
-    is sent, and compaction is what keeps it short.
-    """
-    compactions = active_compactions(Compaction.objects.filter(run_id=run_id))
-    messages = Message.objects.filter(run_id=run_id).filter(uncovered(compactions))
-    entries = [
-        ContextEntry(m.position, m.position, m.as_openai(), m.tokens)
-        for m in messages.order_by("position")
-    ]
-    entries += [
-        ContextEntry(
-            c.first, c.last, {"role": "system", "content": c.summary}, c.summary_tokens, c.pk
-        )
-        for c in compactions
-    ]
-    entries.sort(key=lambda entry: entry.first)
-    return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
-
-
-def session_messages_last(*, session_id: uuid.UUID, last: int) -> list[Message]:
-    """The last ``last`` messages of session ``session_id`` (removed ones too: they are
-    marked), oldest first: one read of the (session, session position) index, as
-    ``messages_before`` reads a run's (a session's positions have no gaps either)."""
-    count = AgentSession.objects.filter(pk=session_id).values_list("message_count", flat=True).get()
-    window = Message.objects.filter(
-        session_id=session_id, session_position__gte=max(0, count - last)
-    )
-    return list(window.order_by("session_position"))
-
-
-def session_context(*, session_id: uuid.UUID) -> ActiveContext:
-    """Session ``session_id``'s active context: its messages neither removed (``pop``,
-    ``clear``) nor replaced by an active compaction of the session, and the compactions'
-    summaries in their place, in session position order (entries' ``first`` and ``last`` are
-    session positions); two queries. A run's own compactions do not change it."""
-    compactions = active_compactions(
-        Compaction.objects.filter(session_id=session_id, removed_at__isnull=True)
-    )
-    covered = Q()
-    for c in compactions:
-        covered |= Q(session_position__range=(c.first, c.last))
-    messages = Message.objects.filter(session_id=session_id, removed_at__isnull=True)
-    if compactions:
-        messages = messages.exclude(covered)
-    entries = [
-        ContextEntry(m.session_position, m.session_position, m.as_openai(), m.tokens)
-        for m in messages.order_by("session_position")
-        if m.session_position is not None
-    ]
-    entries += [
-        ContextEntry(
-            c.first, c.last, {"role": "system", "content": c.summary}, c.summary_tokens, c.pk
-        )
-        for c in compactions
-    ]
-    entries.sort(key=lambda entry: entry.first)
-    return ActiveContext(entries, sum(entry.tokens for entry in entries), compactions)
-
-
 def session_list(*, with_run_ids: bool = False) -> QuerySet[AgentSession]:
     """Sessions, newest first, their project joined; ``with_run_ids``: the ids of their runs
     (oldest first) too, one more query for a whole page (the API's shape)."""
@@ -248,19 +148,18 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
-# A step's number of attempt rows, as a column of the steps' query (``runs_step`` is the
-# table's alias there). Raw SQL: Django compiles a ``Subquery`` of a grouped count, for the
-# same plan, in a third of a millisecond more a page.
-_ATTEMPTS_KEPT = (
-    'SELECT COUNT(*) FROM runs_stepattempt WHERE runs_stepattempt.step_id = "runs_step"."id"'
-)
-
-
 def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
     """The steps of run ``run_id`` in index order with their approval request joined and
     their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
     when its section is opened). One query, whatever the run's length."""
-    kept = RawSQL(_ATTEMPTS_KEPT, (), output_field=IntegerField())  # noqa: S611 (fixed text)
+    counted = (
+        StepAttempt.objects.filter(step_id=OuterRef("pk"))
+        .order_by()
+        .values("step_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    kept = Coalesce(Subquery(counted, output_field=IntegerField()), 0)
     steps = (
         Step.objects.filter(run_id=run_id)
         .select_related("approval")
@@ -356,90 +255,6 @@ def conversation_before_call(
                 if step.tool_call_id in ids:
                     return conversation[: i + 1]
     return conversation
-
-
-def run_wall_time_ms(
-    *, started_at: datetime | None, finished_at: datetime | None, now: datetime
-) -> int | None:
-    """How long a run has run, in ms: from ``started_at`` to ``finished_at``, or to ``now``
-    while it is not finished; None when it never started (queued, or cancelled before)."""
-    if started_at is None:
-        return None
-    end = finished_at or now
-    return max(0, int((end - started_at).total_seconds() * 1000))
-
-
-@dataclass(frozen=True, slots=True)
-class RunListRow:
-    """A run as the runs list shows it: its shown status (``status_info``), the user name of
-    who requested it (None: nobody, a system run), its steps in all, succeeded and answered
-    with a tool error, its wall time (``wall_ms``, ms, see ``run_wall_time_ms``), the time
-    spent in tool calls (``duration_ms``, ms), tokens and cost (USD)."""
-
-    pk: uuid.UUID
-    goal: str
-    agent: str
-    status_info: StatusInfo
-    requester: str | None
-    steps_total: int
-    steps_done: int
-    tool_errors: int
-    wall_ms: int | None
-    duration_ms: int
-    usage_tokens: int
-    cost_usd: Decimal
-    created_at: datetime
-    updated_at: datetime
-
-
-_LIST_FIELDS = (
-    "id",
-    "goal",
-    "agent",
-    "status",
-    "gate",
-    "requested_by__username",
-    "duration_ms",
-    "usage_tokens",
-    "cost_usd",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "finished_at",
-)
-
-
-def run_list_values(runs: QuerySet[Run]) -> QuerySet[Run, tuple[Any, ...]]:
-    """``runs`` narrowed to the columns ``run_list_rows`` reads, as tuples: no run's JSON
-    documents (a conversation can be large) and no model instance a row."""
-    return runs.values_list(*_LIST_FIELDS)
-
-
-def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[RunListRow]:
-    """``RunListRow`` of each of ``rows`` (tuples of ``run_list_values``), with their step
-    counts (``step_counts``: one query); ``now`` ends the wall time of unfinished runs."""
-    rows = list(rows)
-    counts = step_counts(run_ids=[row[0] for row in rows])
-    found = []
-    for pk, goal, agent, status, gate, requester, duration, tokens, cost, *times in rows:
-        created_at, updated_at, started_at, finished_at = times
-        found.append(
-            RunListRow(
-                pk,
-                goal,
-                agent,
-                run_status_info(status, gate),
-                requester,
-                *counts.get(pk, (0, 0, 0)),
-                run_wall_time_ms(started_at=started_at, finished_at=finished_at, now=now),
-                duration,
-                tokens,
-                cost,
-                created_at,
-                updated_at,
-            )
-        )
-    return found
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from audit.models import session_chain
 from audit.streams import stream_head
 from projects.access import Access
 from projects.views import object_permission
-from runs import selectors
+from runs import context_selectors, selectors
 from runs.models import AgentSession, Run, StateVersion
 from runs.state_diff import StepStates, json_diff
 from runs.views import DIFF_ROWS_SHOWN, MESSAGES_SHOWN, STATE_VERSIONS_SHOWN
@@ -64,7 +64,7 @@ def _session_context(session_id: uuid.UUID) -> dict[str, Any]:
     if session is None:
         raise Http404("no such session")
     runs = Run.objects.filter(session=session).order_by("-created_at", "-id")
-    messages = selectors.session_messages_last(session_id=session.pk, last=MESSAGES_SHOWN)
+    messages = context_selectors.session_messages_last(session_id=session.pk, last=MESSAGES_SHOWN)
     return {
         "session": session,
         "runs": list(runs[:RUNS_SHOWN]),

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from agentops.actors import Actor
 from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from projects.api import ProjectActionPermissions, access_for, project_for_create
-from runs import selectors
+from runs import context_selectors, selectors
 from runs.control import erasure, sessions, state
 from runs.conversation_api import (
     ConversationEndpoints,
@@ -159,15 +159,15 @@ class SessionViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericView
         return SessionItemsAddedSerializer(data).data
 
     def conversation_page(self, pk: uuid.UUID, **query: Any) -> dict[str, Any]:
-        """The last ``last`` messages (``runs.selectors.session_messages_last``: one indexed
+        """The last ``last`` messages (``runs.context_selectors.session_messages_last``: one indexed
         query) and the session's message count."""
-        found = selectors.session_messages_last(session_id=pk, last=query["last"])
+        found = context_selectors.session_messages_last(session_id=pk, last=query["last"])
         count = AgentSession.objects.values_list("message_count", flat=True).get(pk=pk)
         return {"messages": found, "message_count": count}
 
-    def conversation_context(self, pk: uuid.UUID) -> selectors.ActiveContext:
-        """``runs.selectors.session_context``."""
-        return selectors.session_context(session_id=pk)
+    def conversation_context(self, pk: uuid.UUID) -> context_selectors.ActiveContext:
+        """``runs.context_selectors.session_context``."""
+        return context_selectors.session_context(session_id=pk)
 
     def conversation_compact(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> Compaction:
         """``runs.control.sessions.session_compact``."""

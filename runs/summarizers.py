@@ -1,7 +1,7 @@
 """Server-side summarizers: what writes a compaction's summary when the client gives none
 (``runs.control.compaction``). ``AGENTOPS_SUMMARIZER`` names the one in use by dotted path.
 
-A summarizer is a callable taking a run's active context (``runs.selectors.ContextEntry``
+A summarizer is a callable taking a run's active context (``runs.context_selectors.ContextEntry``
 list, position order) and answering the ``Summary`` of the entries it replaces (a range of
 positions and its text), or None when there is nothing worth replacing. Its ``version``
 attribute (a string, optional) is recorded with each compaction it makes. It is called
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from runs.selectors import ContextEntry
+from runs.context_selectors import ContextEntry
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs import session_views, views
+from runs import list_views, session_views, views
 
 urlpatterns = [
-    path("", views.run_list, name="run-list"),
-    path("fragment/runs/", views.run_list_fragment, name="run-list-fragment"),
+    path("", list_views.run_list, name="run-list"),
+    path("fragment/runs/", list_views.run_list_fragment, name="run-list-fragment"),
+    path("views/", list_views.saved_view_create, name="saved-view-create"),
+    path("views/<int:view_id>/delete/", list_views.saved_view_delete, name="saved-view-delete"),
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/fragment/", views.run_detail_fragment, name="run-detail-fragment"),
     path(

@@ -23,9 +23,10 @@ from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
 from runs import wakeups
+from runs.context_selectors import active_compactions, active_context, uncovered
 from runs.models import AgentSession, Compaction, Message, Run
 from runs.models.conversation import estimate_tokens
-from runs.selectors import active_compactions, active_context, last_step_index, uncovered
+from runs.selectors import last_step_index
 from runs.transitions import lock_run, record_event, save_run
 
 logger = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from agentops.errors import InvalidInput
 from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.agents import StepSpec
+from runs.context_selectors import active_compactions
 from runs.control.create import create_steps
 from runs.models import CLIENT_DRIVEN, Checkpoint, Compaction, Message, Run, StateVersion, Step
 from runs.selectors import (
     AgentState,
-    active_compactions,
     agent_state_get,
     agent_state_upgraded,
     run_state_schemas,

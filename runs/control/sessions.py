@@ -28,6 +28,7 @@ from agentops.storable import require_storable
 from audit.services import audited_atomic
 from projects.models import Project
 from runs import wakeups
+from runs.context_selectors import active_compactions, session_context
 from runs.control.compaction import (
     CLIENT,
     MAX_SUMMARY_CHARS,
@@ -39,7 +40,6 @@ from runs.control.compaction import (
 )
 from runs.models import AgentSession, Compaction, Message, Run, SessionStatus
 from runs.models.conversation import estimate_tokens
-from runs.selectors import active_compactions, session_context
 from runs.transitions import lock_session, record_session_event, save_session
 
 logger = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from runs.models.retention import (
     RetentionPurge,
     _terminal_statuses,
 )
+from runs.models.saved_views import SavedView
 from runs.models.sessions import AgentSession, SessionStatus
 from runs.models.state import (
     STATE_SCHEMA_VERSION,
@@ -76,6 +77,7 @@ __all__ = [
     "RetentionPurge",
     "Risk",
     "Run",
+    "SavedView",
     "SessionStatus",
     "StateSchema",
     "StateVersion",

@@ -169,7 +169,7 @@ class Compaction(models.Model):
     ``step_index`` is the run's last step index when it was made (null: no step yet), so a
     fork from before it gets the original messages back. The actor's id and name are copied
     (``actor``), as audit rows do, so the record survives the user's deletion. A compaction
-    that covers earlier ones supersedes them (``runs.selectors.active_context``).
+    that covers earlier ones supersedes them (``runs.context_selectors.active_context``).
     ``removed_at`` is when a session's client took its summary (and the messages it stands
     for) out of the session's active conversation (``runs.control.sessions``).
     """

@@ -231,3 +231,106 @@
     });
   }
 })();
+
+/*
+ * Browser notifications of new approval requests, opt-in: the inbox's "Notify me of new
+ * requests" button asks the browser's permission and remembers the choice in this browser
+ * (localStorage). While the inbox is open, each new request (an "approval.created" event of
+ * its live stream, live.js's "live:event") that the reviewer's groups may decide (the event's
+ * payload "groups": empty for any reviewer; the reviewer's own groups come from
+ * /api/v1/approvals/reviewer/ once notifications are on) shows a notification; clicking it
+ * opens the request's page. Hidden where the browser has no Notification API.
+ */
+(function () {
+  "use strict";
+
+  var control = document.querySelector("[data-notify-control]");
+  if (!control || !("Notification" in window)) {
+    return;
+  }
+  var KEY = "agentops.notify-approvals";
+  var toggle = control.querySelector("[data-notify-toggle]");
+  var state = control.querySelector("[data-notify-state]");
+  // The reviewer's groups, read from the API once notifications are on (not every page).
+  var groups = null;
+
+  function loadGroups() {
+    if (groups !== null) {
+      return;
+    }
+    groups = [];
+    fetch(toggle.dataset.reviewerUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        return response.ok ? response.json() : { groups: [] };
+      })
+      .then(function (body) {
+        groups = Array.isArray(body.groups) ? body.groups : [];
+      })
+      .catch(function () {
+        groups = null;
+      });
+  }
+
+  function enabled() {
+    return Notification.permission === "granted" && window.localStorage.getItem(KEY) === "on";
+  }
+
+  function show() {
+    var on = enabled();
+    if (on) {
+      loadGroups();
+    }
+    toggle.setAttribute("aria-pressed", on ? "true" : "false");
+    toggle.textContent = on ? "Stop notifying me" : "Notify me of new requests";
+    state.textContent =
+      Notification.permission === "denied"
+        ? "Notifications are blocked in this browser's settings."
+        : on
+          ? "You will be notified of new requests while this page is open."
+          : "";
+  }
+
+  toggle.addEventListener("click", function () {
+    if (enabled()) {
+      window.localStorage.setItem(KEY, "off");
+      show();
+      return;
+    }
+    Notification.requestPermission().then(function (permission) {
+      window.localStorage.setItem(KEY, permission === "granted" ? "on" : "off");
+      show();
+    });
+  });
+
+  function mayDecide(deciding) {
+    if (!Array.isArray(deciding) || deciding.length === 0) {
+      return true;
+    }
+    return deciding.some(function (group) {
+      return (groups || []).indexOf(group) >= 0;
+    });
+  }
+
+  document.addEventListener("live:event", function (event) {
+    var found = event.detail;
+    if (!enabled() || !found || found.verb !== "approval.created") {
+      return;
+    }
+    var payload = found.payload || {};
+    if (!mayDecide(payload.groups)) {
+      return;
+    }
+    var id = String(found.object_id);
+    var note = new Notification("New approval request #" + id, {
+      body: (payload.tool || "A tool call") + (payload.risk ? " (" + payload.risk + " risk)" : ""),
+      tag: "approval-" + id,
+    });
+    note.onclick = function () {
+      window.focus();
+      window.location.href = toggle.dataset.requestPath.replace("/0/", "/" + id + "/");
+    };
+  });
+
+  control.hidden = false;
+  show();
+})();

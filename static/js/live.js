@@ -169,6 +169,7 @@
       region.dataset.lastEventId = String(lastEventId);
     }
     if (data.type === "event" && data.event && typeof data.event.id === "number") {
+      region.dispatchEvent(new CustomEvent("live:event", { bubbles: true, detail: data.event }));
       schedule();
     }
   }

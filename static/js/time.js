@@ -4,8 +4,12 @@
  * (agentops/jinja2.py time_tag). This script rewrites the text of those with data-local to
  * the browser's time zone in the same shape ("datetime", "time" or "minutes"), and gives every
  * <time datetime> a title with the absolute time, its zone and UTC. Runs again on the part a
- * live update swapped in (the "live:updated" event of live.js). A file, not inline: the
- * Content-Security-Policy runs no inline script.
+ * live update swapped in (the "live:updated" event of live.js). Filter forms read date-times
+ * in the same zone: the script puts the browser's zone name into every
+ * <input data-zone-input> (sent as ?tz=, which the server reads date-times in; a link that
+ * already names a zone for its date-times keeps it) and into the [data-zone-name] of its form
+ * that names it, so a page shows one zone and its filters agree with it.
+ * A file, not inline: the Content-Security-Policy runs no inline script.
  */
 (function () {
   "use strict";
@@ -51,8 +55,28 @@
     });
   }
 
+  function nameZone(root) {
+    root.querySelectorAll("input[data-zone-input]").forEach(function (input) {
+      // A link's date-times were written in the zone it names: keep that zone for them.
+      var dated = Array.prototype.some.call(
+        input.form.querySelectorAll("input[type=datetime-local]"),
+        function (field) {
+          return field.value !== "";
+        }
+      );
+      if (!input.value || !dated) {
+        input.value = zone;
+      }
+      input.form.querySelectorAll("[data-zone-name]").forEach(function (el) {
+        el.textContent = input.value;
+      });
+    });
+  }
+
   localize(document);
+  nameZone(document);
   document.addEventListener("live:updated", function (event) {
     localize(event.target);
+    nameZone(event.target);
   });
 })();

@@ -26,6 +26,7 @@ from benchmarks import (
     bench_memory,
     bench_pages,
     bench_retention,
+    bench_search,
     bench_throughput,
 )
 from benchmarks.harness import HOST, HOST_FIGURES
@@ -46,6 +47,7 @@ def _expected_rows() -> list[str]:
             bench_api,
             bench_pages,
             bench_retention,
+            bench_search,
             bench_gateway,
             bench_conversation,
             bench_memory,

@@ -17,7 +17,7 @@ def test_runs_list_shows_status_goal_requester_and_steps(client, operator, await
     response = client.get(reverse("run-list"))
     assert response.status_code == 200
     html = response.content.decode()
-    assert "data-run-status>awaiting_approval<" in html
+    assert 'data-run-status="awaiting_approval">Awaiting approval<' in html
     assert "send the weekly report" in html
     assert "olivia" in html
     assert ">1/2<" in html

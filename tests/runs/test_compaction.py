@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.models import AuditEvent
+from runs.context_selectors import active_context
 from runs.control.compaction import load_summarizer, run_compact
 from runs.control.conversation import run_messages_append
 from runs.control.create import run_create, step_append
@@ -17,7 +18,7 @@ from runs.control.fork import run_fork
 from runs.control.lifecycle import run_cancel
 from runs.models import Compaction, Message, Run
 from runs.models.conversation import estimate_tokens
-from runs.selectors import active_context, run_conversation
+from runs.selectors import run_conversation
 from runs.summarizers import Summary
 from tests.api.conftest import run_url, token_client
 from testsupport.state import assert_unchanged

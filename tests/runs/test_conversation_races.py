@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from agentops.actors import Actor
+from runs.context_selectors import active_context
 from runs.control.compaction import run_compact
 from runs.control.conversation import run_messages_append
 from runs.control.create import run_create
 from runs.models import Message, Run
-from runs.selectors import active_context
 from testsupport.concurrency import run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,11 +10,11 @@ import pytest
 
 from agentops.actors import Actor
 from projects.services import project_default
+from runs.context_selectors import session_context
 from runs.control.conversation import run_messages_append
 from runs.control.create import run_create
 from runs.control.sessions import session_create, session_items_add
 from runs.models import AgentSession, Message
-from runs.selectors import session_context
 from testsupport.concurrency import run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
