@@ -10,6 +10,6 @@ then checks it in the database instead of reading it, in the same round trip as 
 and COMMIT, and reads it only when the check fails. ``entry`` holds the three entry points
 the wake-ups call; ``gates`` the executor's side of the gate protocol (``runs.gates``).
 
-Rows the executor reads and writes on every step go through ``agentops.rows`` (plain SQL) with
+Rows the executor reads and writes on every step go through ``runs.store.rows`` (plain SQL) with
 the columns each model declares (``UPDATED_FIELDS``); locks follow ``runs.transitions``.
 """

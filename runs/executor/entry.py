@@ -13,7 +13,7 @@ from runs.executor.advance import advance_locked
 from runs.executor.claim import claim_step
 from runs.executor.record import execute_claims
 from runs.statuses import RunStatus, StepStatus
-from runs.transitions import lock_run, lock_run_of_step, lock_step, record_transition, save_step
+from runs.transitions import lock_run, lock_run_of_step, lock_step, transition
 
 
 def run_advance(*, run_id: uuid.UUID | str, actor: Actor, execute: bool = False) -> None:
@@ -62,7 +62,5 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
             return False
         if step.next_attempt_at and step.next_attempt_at > database_now() + timedelta(seconds=1):
             return False
-        step.enqueue()
-        save_step(step, status_was=StepStatus.WAITING_RETRY)
-        record_transition(actor, step, StepStatus.WAITING_RETRY)
+        transition(step, "enqueue", actor=actor)
     return True

@@ -9,11 +9,11 @@ from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
-from agentops import rows
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
+from runs.store import rows
 
 pytestmark = pytest.mark.django_db
 

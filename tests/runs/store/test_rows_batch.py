@@ -7,12 +7,12 @@ import pytest
 from django.db import connection, transaction
 from django_fsm import ConcurrentTransition
 
-from agentops import pipeline, rows
 from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
+from runs.store import pipeline, rows
 from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import count_round_trips, round_trips
 
@@ -183,11 +183,11 @@ def test_audit_events_of_a_pipelined_block_keep_the_chain_valid(run):
     assert report.ok, report
 
 
-def test_audit_prefetch_needs_a_pipelined_block():
-    from audit.services import audit_prefetch
+def test_prefetching_audit_chains_needs_a_pipelined_block():
+    from runs.store.audit import prefetch_chains
 
     with pytest.raises(RuntimeError), audited_atomic():
-        audit_prefetch(chains=[f"run:{uuid.uuid4()}"], events=1)
+        prefetch_chains([f"run:{uuid.uuid4()}"], 1)
 
 
 def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):

@@ -10,7 +10,7 @@ Rows are still model instances: loaded as ``Model.from_db`` loads them (without
 ``Model.__init__`` when no receiver listens to the model's init signals: ``_built``), with each
 field's own database converters, changed only by their FSM transitions, and written back
 column by column with each field's own adaptation (``get_db_prep_save``, ``pre_save`` for
-``auto_now`` fields; skipped where it would return the value as it is: ``agentops.adapt``), so
+``auto_now`` fields; skipped where it would return the value as it is: ``runs.store.adapt``), so
 JSON, UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of
 a quick local start.
 An instance loaded here writes back only the fields whose values differ from the row it was
@@ -19,7 +19,7 @@ Every write names a guard (the status or version the row was read with, like dja
 ``ConcurrentTransitionMixin``); a write that finds the row changed raises
 ``ConcurrentTransition``.
 
-Inside ``agentops.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
+Inside ``runs.store.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
 answers are not read (``write_where``, ``update``, ``insert`` without ``returning``,
 ``execute``) are held and sent together, reads queued with ``select_later`` are answered
 together, and a guarded write is checked by the database before the commit. So a
@@ -43,9 +43,9 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin
 
-from agentops.adapt import Adapter, Param, adapter_of, param_of
 from agentops.clock import DatabaseTime
-from agentops.pipeline import CACHED_MAX_PARAMS, current_batch
+from runs.store.adapt import Adapter, Param, adapter_of, param_of
+from runs.store.pipeline import CACHED_MAX_PARAMS, current_batch
 
 M = TypeVar("M", bound=Model)
 
@@ -284,7 +284,7 @@ def select_later(
     order_by: str = "",
     limit: int | None = None,
 ) -> Callable[[], list[M]]:
-    """``select`` queued in this thread's batch (``agentops.pipeline.current_batch``);
+    """``select`` queued in this thread's batch (``runs.store.pipeline.current_batch``);
     returns the function that reads its instances after the batch's next ``sync`` (called
     earlier, it waits for them: a round trip).
 
@@ -323,7 +323,7 @@ def _update_sql(
 ) -> tuple[str, list[Adapter]]:
     """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), those in
     ``clocked`` to the database's clock plus a parameter's seconds (``DatabaseTime``), and the
-    adaptation of each of its parameters' values (``agentops.adapt``), in order."""
+    adaptation of each of its parameters' values (``runs.store.adapt``), in order."""
     db = _db()
     table = _table(model)
     fields = [table.fields[name] for name in (*names, *where)]
@@ -453,11 +453,11 @@ def _insert_sql(
     model: type[Model], rows: int, with_pk: bool, returning: bool
 ) -> tuple[str, list[Param], bool]:
     """The INSERT of ``rows`` new rows (returning their primary keys with ``returning``), what
-    gives each of one row's parameters from its instance (``agentops.adapt``), in order, and
+    gives each of one row's parameters from its instance (``runs.store.adapt``), in order, and
     whether the parameters go by column.
 
     By column (more values than psycopg keeps the parsed form of a statement for,
-    ``agentops.pipeline.CACHED_MAX_PARAMS``; ``_by_column``), each parameter is
+    ``runs.store.pipeline.CACHED_MAX_PARAMS``; ``_by_column``), each parameter is
     the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
     PostgreSQL: the text is the same for any number of rows, so psycopg parses it once and
     PostgreSQL plans it once, where a ``VALUES`` list is new text for each number of rows and
