@@ -227,7 +227,7 @@ def audited_atomic(
     _buffer.events = []
     moved: ChainHeads = {}
     try:
-        with transaction.atomic(), (within() if within is not None else nullcontext()):
+        with transaction.atomic(), within() if within is not None else nullcontext():
             yield moved
             # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
             # events of their own must start their own block, not join this finished one.

@@ -144,7 +144,7 @@ class Batch:
             with self.db.wrap_database_errors:
                 self._pipeline = self._stack.enter_context(self.db.connection.pipeline())
             self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
-        except BaseException as error:
+        except BaseException:
             self.abandon()
             raise
 
@@ -359,7 +359,7 @@ def batch() -> Iterator[Batch]:
         if found is error:
             raise
         raise found from error
-    except BaseException as error:
+    except BaseException:
         opened.abandon()
         raise
     opened.close()

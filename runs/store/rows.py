@@ -6,9 +6,8 @@ of them, so the services that claim steps, record their outcomes and advance run
 write their rows here instead (figures: ``benchmarks/README.md``, "What bounds each figure", and
 ``benchmarks/HISTORY.md``).
 
-Rows are still model instances: loaded as ``Model.from_db`` loads them (without
-``Model.__init__`` when no receiver listens to the model's init signals: ``_built``), with each
-field's own database converters, changed only by their FSM transitions, and written back
+Rows are still model instances: built by ``Model.from_db``, with each field's own database
+converters, changed only by their FSM transitions, and written back
 column by column with each field's own adaptation (``get_db_prep_save``, ``pre_save`` for
 ``auto_now`` fields; skipped where it would return the value as it is: ``runs.store.adapt``), so
 JSON, UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of
@@ -39,9 +38,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
-from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin
+from django_fsm import ConcurrentTransition
 
 from agentops.clock import DatabaseTime
 from runs.store.adapt import Adapter, Param, adapter_of, param_of
@@ -142,43 +139,16 @@ def width(model: type[Model]) -> int:
     return len(_table(model).attnames)
 
 
-# The ``__init__`` methods ``_built`` stands in for: Django's, and django-fsm's, which adds the
-# record of the loaded statuses.
-_PLAIN_INITS = (Model.__init__, ConcurrentTransitionMixin.__init__)
-
-
-def _built(model: type[M], alias: str, attnames: list[str], values: list[Any]) -> M:
-    """``model.from_db(alias, attnames, values)`` for a row of every concrete field, without
-    ``Model.__init__`` when no receiver listens to the model's ``pre_init`` or ``post_init``:
-    the values go straight into the instance's ``__dict__``, where ``__init__`` would put
-    them through each field's descriptor one by one (about a tenth of an executed step's
-    Python). django-fsm's record of the loaded statuses is made as its own ``__init__``
-    makes it. A model whose ``__init__`` is its own goes through it."""
-    if (
-        model.__init__ not in _PLAIN_INITS
-        or pre_init.has_listeners(model)
-        or post_init.has_listeners(model)
-    ):
-        return model.from_db(alias, attnames, values)
-    obj = model.__new__(model)
-    state = obj._state = ModelState()
-    state.adding, state.db = False, alias
-    obj.__dict__.update(zip(attnames, values, strict=True))
-    if isinstance(obj, ConcurrentTransitionMixin):
-        obj._update_initial_state()
-    return obj
-
-
 def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
     """Instances of ``model`` from rows of its ``column_list`` (tuples as the database sent
-    them), each field converted as the ORM converts it (equal to ``Model.from_db``'s,
-    ``_built``); they write back only what changes."""
+    them), each field converted as the ORM converts it, built by ``Model.from_db``; they write
+    back only what changes."""
     db = _db()
     table = _table(model)
     objs = []
     for row in found:
         values = _converted(table, row, db)
-        obj = _built(model, db.alias, table.attnames, values)
+        obj = model.from_db(db.alias, table.attnames, values)
         # Converted values that are objects (JSON) may be changed in place: keep the row too.
         setattr(obj, _LOADED, (row, values[:]))
         objs.append(obj)
@@ -198,12 +168,9 @@ def mark_saved(obj: Model) -> None:
 def clone(obj: M) -> M:
     """A separate instance with the same values as ``obj`` (JSON values shared, not copied:
     assign new ones rather than change them in place) and the same record of what its row
-    holds, for changes that may be given up without touching ``obj``."""
-    twin = type(obj).__new__(type(obj))
-    twin.__dict__.update(obj.__dict__)
-    state = twin._state = ModelState()
-    state.adding, state.db = obj._state.adding, obj._state.db
-    return twin
+    holds, for changes that may be given up without touching ``obj`` (``copy.copy``, which
+    Django's ``Model.__getstate__`` gives a state of its own)."""
+    return copy.copy(obj)
 
 
 def _same(a: Any, b: Any) -> bool:
