@@ -5,9 +5,10 @@ here. Only the step's hot path (claim, record an outcome, advance, a client's re
 appended step) needs SQL of its own, to cost a few round trips and little Python a step
 (``benchmarks/README.md``: throughput, "SQL statements, round trips and commits per step"):
 
-- ``rows``, ``adapt``, ``pipeline``: plain-SQL reads and writes of model rows, each field
-  adapted as the ORM adapts it, pipelined inside Django's own transaction. An import-linter
-  contract (``pyproject.toml``) lets no module outside this package import them.
+- ``rows``, ``inserts``, ``adapt``, ``pipeline``: plain-SQL reads and writes of model rows,
+  each field adapted as the ORM adapts it, pipelined inside Django's own transaction. An
+  import-linter contract (``pyproject.toml``) lets no module outside this package import
+  them.
 - ``transaction.pipelined_atomic``: Django's ``atomic`` with the audit writer, in a pipeline.
 - ``audit``: the audit writer's statements run through ``rows`` (installed at start-up), and
   the reads of chain heads and event ids queued with a transaction's first reads. The SQL over

@@ -11,7 +11,7 @@ from django.db import connection
 from audit.chain import heads_sql, reserve_ids_sql
 from audit.models import AuditChainHead, AuditEvent
 from audit.services import audit_prefetched
-from runs.store import rows
+from runs.store import inserts, rows
 from runs.store.pipeline import current_batch
 
 
@@ -24,11 +24,11 @@ class RowStatements:
         return rows.fetch(sql, params)
 
     def insert(self, events: list[AuditEvent], *, returning: bool) -> None:
-        rows.insert(events, returning=returning)
+        inserts.insert(events, returning=returning)
 
     def execute(self, sql: str, params: Sequence[Any], *, row: str, error: Exception) -> None:
         table = AuditChainHead._meta.db_table
-        rows.execute(sql, params, table=table, row=row, expect_one=error)
+        inserts.execute(sql, params, table=table, row=row, expect_one=error)
 
 
 def reserve_ids_later(count: int) -> Callable[[], list[int]]:

@@ -19,11 +19,11 @@ Every write names a guard (the status or version the row was read with, like dja
 ``ConcurrentTransition``.
 
 Inside ``runs.store.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
-answers are not read (``write_where``, ``update``, ``insert`` without ``returning``,
-``execute``) are held and sent together, reads queued with ``select_later`` are answered
-together, and a guarded write is checked by the database before the commit. So a
-transaction of a dozen statements costs a few round trips and a few statements instead of a
-dozen of each.
+answers are not read (``write_where``, ``update``; ``runs.store.inserts``' ``insert``
+without ``returning``, ``upsert`` and ``execute``) are held and sent together, reads queued
+with ``select_later`` are answered together, and a guarded write is checked by the database
+before the commit. So a transaction of a dozen statements costs a few round trips and a few
+statements instead of a dozen of each.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from django.db.models import Field, Model
 from django_fsm import ConcurrentTransition
 
 from agentops.clock import DatabaseTime
-from runs.store.adapt import Adapter, Param, adapter_of, param_of
-from runs.store.pipeline import CACHED_MAX_PARAMS, current_batch
+from runs.store.adapt import Adapter, adapter_of
+from runs.store.pipeline import current_batch
 
 M = TypeVar("M", bound=Model)
 
@@ -52,7 +52,7 @@ Converter = Callable[[Any, Any, Any], Any]
 _LOADED = "_agentops_rows_loaded"
 
 
-def _db() -> BaseDatabaseWrapper:
+def database() -> BaseDatabaseWrapper:
     # ``django.db.connection`` looks the connection up again on every attribute access, and
     # ``connections[...]`` goes through asgiref's context-aware local: inside a batch (this
     # thread's, so this thread's connection) its own reference is the same object, cheaper.
@@ -61,7 +61,7 @@ def _db() -> BaseDatabaseWrapper:
 
 
 @dataclass(frozen=True)
-class _Table:
+class Table:
     """What reading and writing one model's rows needs, computed once per model."""
 
     name: str
@@ -75,8 +75,8 @@ class _Table:
 
 
 @cache
-def _table(model: type[Model]) -> _Table:
-    db = _db()
+def table_of(model: type[Model]) -> Table:
+    db = database()
     meta = model._meta
     concrete = list(meta.concrete_fields)
     converters = []
@@ -88,7 +88,7 @@ def _table(model: type[Model]) -> _Table:
     fields: dict[str, Field[Any, Any]] = {"pk": meta.pk}
     for field in concrete:
         fields[field.name] = fields[field.attname] = field
-    return _Table(
+    return Table(
         name=db.ops.quote_name(meta.db_table),
         columns=", ".join(db.ops.quote_name(str(f.column)) for f in concrete),
         attnames=[f.attname for f in concrete],
@@ -108,10 +108,10 @@ def _select_sql(
     order_by: str,
     limit: int | None,
 ) -> tuple[str, Sequence[Any]]:
-    db = _db()
+    db = database()
     if not db.features.has_native_uuid_field:
         params = [p.hex if isinstance(p, uuid.UUID) else p for p in params]
-    sql = f"SELECT {_table(model).columns} FROM {_table(model).name} WHERE {where}"  # noqa: S608
+    sql = f"SELECT {table_of(model).columns} FROM {table_of(model).name} WHERE {where}"  # noqa: S608
     if order_by:
         sql += f" ORDER BY {order_by}"
     if limit is not None:
@@ -121,7 +121,7 @@ def _select_sql(
     return sql, params
 
 
-def _converted(table: _Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> list[Any]:
+def _converted(table: Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> list[Any]:
     values = list(row)
     for i, col, converters in table.converters:
         for convert in converters:
@@ -131,20 +131,20 @@ def _converted(table: _Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> li
 
 def column_list(model: type[Model]) -> str:
     """The quoted columns of ``model``'s table, in the order ``instances`` reads them."""
-    return _table(model).columns
+    return table_of(model).columns
 
 
 def width(model: type[Model]) -> int:
     """How many columns a row of ``model`` has in ``column_list``."""
-    return len(_table(model).attnames)
+    return len(table_of(model).attnames)
 
 
 def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
     """Instances of ``model`` from rows of its ``column_list`` (tuples as the database sent
     them), each field converted as the ORM converts it, built by ``Model.from_db``; they write
     back only what changes."""
-    db = _db()
-    table = _table(model)
+    db = database()
+    table = table_of(model)
     objs = []
     for row in found:
         values = _converted(table, row, db)
@@ -159,7 +159,7 @@ def mark_saved(obj: Model) -> None:
     """Record that the row of ``obj`` now holds the instance's values (a transaction that
     wrote them has committed): a later ``update`` of it writes only what changes after this.
     Its JSON values are copied, so that changing them in place later counts as a change."""
-    table = _table(type(obj))
+    table = table_of(type(obj))
     values = [getattr(obj, attname) for attname in table.attnames]
     copies = [copy.deepcopy(v) if isinstance(v, (dict, list)) else v for v in values]
     obj.__dict__[_LOADED] = (None, copies)
@@ -185,14 +185,14 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _changed(obj: Model, table: _Table, names: Sequence[str]) -> list[str]:
+def _changed(obj: Model, table: Table, names: Sequence[str]) -> list[str]:
     """Which of the fields ``names`` of ``obj`` differ from the row it was loaded from (all of
     them for an instance not loaded here, or already written back once)."""
     loaded = obj.__dict__.pop(_LOADED, None)
     if loaded is None:
         return list(names)
     row, values = loaded
-    db = _db()
+    db = database()
     changed = []
     for name in names:
         i = table.index[name]
@@ -236,7 +236,7 @@ def select(
         found = cursor.fetchall()
         cursor.close()
     else:
-        with _db().cursor() as cursor:
+        with database().cursor() as cursor:
             cursor.execute(sql, params)
             found = cursor.fetchall()
     return instances(model, found)
@@ -273,7 +273,7 @@ def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
         django.core.exceptions.ValidationError: ``pk`` is not a valid key (e.g. not a UUID).
     """
     field = model._meta.pk
-    key = field.get_db_prep_value(field.to_python(pk), _db())
+    key = field.get_db_prep_value(field.to_python(pk), database())
     found = select(model, f"{field.column} = %s", [key], lock=lock)
     if not found:
         raise model.DoesNotExist(f"no {model._meta.model_name} {pk}")  # type: ignore[attr-defined]
@@ -291,8 +291,8 @@ def _update_sql(
     """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), those in
     ``clocked`` to the database's clock plus a parameter's seconds (``DatabaseTime``), and the
     adaptation of each of its parameters' values (``runs.store.adapt``), in order."""
-    db = _db()
-    table = _table(model)
+    db = database()
+    table = table_of(model)
     fields = [table.fields[name] for name in (*names, *where)]
     columns = [
         f"{db.ops.quote_name(str(f.column))} = "
@@ -315,7 +315,7 @@ def _update_params(
     """The UPDATE of ``update_where`` and its parameters. A ``DatabaseTime`` value is written
     as the database's clock on PostgreSQL, as this host's (the database's: one host) on
     SQLite."""
-    db = _db()
+    db = database()
     clocked = frozenset(name for name, value in values.items() if isinstance(value, DatabaseTime))
     if clocked and db.vendor != "postgresql":
         values = {k: v.on_host() if k in clocked else v for k, v in values.items()}
@@ -338,7 +338,7 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
         cursor = batch.queue(sql, params)
         batch.sync()
         return int(cursor.rowcount)
-    with _db().cursor() as cursor:
+    with database().cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
@@ -381,7 +381,7 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
         TypeError: the model declares no ``UPDATED_FIELDS``.
     """
     model = type(obj)
-    table = _table(model)
+    table = table_of(model)
     names = _changed(obj, table, updated_fields(model))
     values = {name: getattr(obj, table.fields[name].attname) for name in names}
     for name in table.auto_now:
@@ -392,7 +392,7 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
     if batch is not None:
         batch.write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed)
     else:
-        with _db().cursor() as cursor:
+        with database().cursor() as cursor:
             cursor.execute(sql, params)
             if cursor.rowcount != 1:
                 raise changed
@@ -403,158 +403,11 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
         update_initial_state()
 
 
-def _by_column(db: BaseDatabaseWrapper, fields: list[Field[Any, Any]]) -> bool:
-    """Whether rows of ``fields`` can be inserted as one array per column: on PostgreSQL,
-    when every field has one of the backend's own types (the conditions of Django's
-    ``bulk_create``, ``SQLInsertCompiler.assemble_as_sql`` for PostgreSQL)."""
-    return db.vendor == "postgresql" and all(
-        not hasattr(f, "get_placeholder")
-        and (f.target_field if f.is_relation else f).get_internal_type()  # type: ignore[attr-defined]
-        in db.data_types
-        for f in fields
-    )
-
-
-@cache
-def _insert_sql(
-    model: type[Model], rows: int, with_pk: bool, returning: bool
-) -> tuple[str, list[Param], bool]:
-    """The INSERT of ``rows`` new rows (returning their primary keys with ``returning``), what
-    gives each of one row's parameters from its instance (``runs.store.adapt``), in order, and
-    whether the parameters go by column.
-
-    By column (more values than psycopg keeps the parsed form of a statement for,
-    ``runs.store.pipeline.CACHED_MAX_PARAMS``; ``_by_column``), each parameter is
-    the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
-    PostgreSQL: the text is the same for any number of rows, so psycopg parses it once and
-    PostgreSQL plans it once, where a ``VALUES`` list is new text for each number of rows and
-    one longer than 4 KB is parsed again by psycopg on every use (``psycopg._queries``,
-    MAX_CACHED_STATEMENT_LENGTH; about 2 ms of CPU for a run's 25 steps on the development
-    machine)."""
-    db = _db()
-    meta = model._meta
-    fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
-    columns = ", ".join(db.ops.quote_name(str(f.column)) for f in fields)
-    # Up to the limit a VALUES list is cheaper: psycopg dumps each value in C, an array
-    # element by element in Python (a step's three audit events: about 20 us of CPU as 48
-    # values, 140 us as 16 arrays, on the development machine).
-    by_column = rows * len(fields) > CACHED_MAX_PARAMS and _by_column(db, fields)
-    if by_column:
-        # Without the type's modifiers (varchar, not varchar(64)), as Django: no truncation.
-        # In binary (``%b``): psycopg writes each element's binary form, where the text form
-        # runs two regular expressions an element to quote it (creating a run of 25 steps:
-        # about 2.5 ms of CPU less on the development machine, a sixth of the request).
-        arrays = ", ".join(f"(%b)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
-        source = f"SELECT * FROM UNNEST({arrays})"  # noqa: S608 (types from the model)
-    else:
-        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        source = f"VALUES {', '.join([row] * rows)}"
-    sql = f"INSERT INTO {_table(model).name} ({columns}) {source}"
-    if returning:
-        sql += f" RETURNING {db.ops.quote_name(str(meta.pk.column))}"
-    return sql, [param_of(f, db.vendor, add=True) for f in fields], by_column
-
-
-def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
-    """``INSERT`` new instances of one model in one statement and set their primary keys.
-
-    Fields are prepared as ``Model.save`` prepares them (defaults, ``auto_now_add``); many
-    values go as one array per column (``_insert_sql``). Returns ``objs``. Without
-    ``returning`` the keys the database gives are not read back (instances whose key is set
-    keep it), and inside a batch the INSERT is held and sent with the batch's other writes.
-    """
-    if not objs:
-        return objs
-    db = _db()
-    model = type(objs[0])
-    with_pk = objs[0].pk is not None
-    sql, makers, by_column = _insert_sql(model, len(objs), with_pk, returning)
-    if by_column:
-        params = [[make(obj, db) for obj in objs] for make in makers]
-    else:
-        params = [make(obj, db) for obj in objs for make in makers]
-    batch = current_batch()
-    if not returning:
-        if batch is not None:
-            batch.write(sql, params, table=model._meta.db_table, insert=True)
-        else:
-            with db.cursor() as cursor:
-                cursor.execute(sql, params)
-        for obj in objs:
-            obj._state.adding = not with_pk
-            obj._state.db = db.alias
-        return objs
-    if batch is not None:
-        cursor = batch.queue(sql, params)
-        batch.sync()
-        keys = cursor.fetchall()
-    else:
-        with db.cursor() as cursor:
-            cursor.execute(sql, params)
-            keys = cursor.fetchall()
-    # PostgreSQL and SQLite return the rows of a multi-row VALUES in order (Django's
-    # bulk_create relies on the same).
-    for obj, (key,) in zip(objs, keys, strict=True):
-        obj.pk = key
-        obj._state.adding = False
-        obj._state.db = db.alias
-    return objs
-
-
-@cache
-def _upsert_sql(model: type[Model], key: str, fields: tuple[str, ...]) -> tuple[str, list[Param]]:
-    db = _db()
-    sql, columns, _ = _insert_sql(model, 1, False, False)
-    table = _table(model)
-    column = db.ops.quote_name(str(table.fields[key].column))
-    sets = ", ".join(
-        f"{db.ops.quote_name(str(table.fields[name].column))} = EXCLUDED."
-        f"{db.ops.quote_name(str(table.fields[name].column))}"
-        for name in fields
-    )
-    return f"{sql} ON CONFLICT ({column}) DO UPDATE SET {sets}", columns
-
-
-def upsert(obj: Model, *, key: str, fields: Sequence[str]) -> None:
-    """``INSERT`` a new instance, or, when a row with the same value of its unique field
-    ``key`` exists, set that row's ``fields`` to the instance's values (``ON CONFLICT ... DO
-    UPDATE``; PostgreSQL and SQLite). The key the database gives is not read back; inside a
-    batch the statement is held and sent with the batch's other writes."""
-    db = _db()
-    model = type(obj)
-    sql, columns = _upsert_sql(model, key, tuple(fields))
-    params = [make(obj, db) for make in columns]
-    execute(sql, params, table=model._meta.db_table, row=getattr(obj, key))
-
-
-def execute(
-    sql: str,
-    params: Sequence[Any],
-    *,
-    table: str,
-    row: Any = None,
-    insert: bool = False,
-    expect_one: Exception | None = None,
-) -> None:
-    """Run one INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` whose answer is
-    not read (``row`` and ``insert`` as ``Batch.write``); with ``expect_one``, raise it unless
-    the statement changed exactly one row. Inside a batch it is held and sent with the batch's
-    other writes, and checked at the next sync (before the commit)."""
-    batch = current_batch()
-    if batch is not None:
-        batch.write(sql, params, table=table, row=row, insert=insert, expect_one=expect_one)
-        return
-    with _db().cursor() as cursor:
-        cursor.execute(sql, params)
-        if expect_one is not None and cursor.rowcount != 1:
-            raise expect_one
-
-
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The rows (tuples) of one query; inside a batch, what it holds is sent with it."""
     batch = current_batch()
     if batch is not None:
         return batch.fetch_later(sql, params)()
-    with _db().cursor() as cursor:
+    with database().cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())

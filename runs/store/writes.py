@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from django.db.models import Model
 
 from runs.models import Step, StepAttempt, ToolCall
-from runs.store import rows
+from runs.store import inserts, rows
 
 M = TypeVar("M", bound=Model)
 
@@ -20,7 +20,7 @@ def insert_new(objs: Sequence[M], *, read_keys: bool = False) -> Sequence[M]:
     their fields prepared as ``Model.save`` prepares them; with ``read_keys``, the keys the
     database gives are read back into them (one round trip), else the INSERT is held. Returns
     ``objs``."""
-    return rows.insert(objs, returning=read_keys)
+    return inserts.insert(objs, returning=read_keys)
 
 
 def step_change(step_id: int, values: dict[str, Any], *, status: str | None = None) -> int:
@@ -44,7 +44,7 @@ def attempt_finish(step_id: int, number: int, values: dict[str, Any]) -> None:
 
 def ledger_insert(call: ToolCall) -> None:
     """INSERT the ledger row of a new idempotency key."""
-    rows.insert([call], returning=False)
+    inserts.insert([call], returning=False)
 
 
 def ledger_change(key: str, attempt: int, values: dict[str, Any]) -> None:
@@ -54,4 +54,4 @@ def ledger_change(key: str, attempt: int, values: dict[str, Any]) -> None:
 
 def ledger_upsert(call: ToolCall, fields: Sequence[str]) -> None:
     """INSERT the ledger row ``call``, or set ``fields`` of the row of its key."""
-    rows.upsert(call, key="idempotency_key", fields=fields)
+    inserts.upsert(call, key="idempotency_key", fields=fields)

@@ -15,7 +15,7 @@ from agentops.actors import Actor
 from runs import wakeups
 from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
-from runs.store import pipeline, rows
+from runs.store import inserts, pipeline, rows
 from runs.store.transaction import pipelined_atomic
 from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import round_trips
@@ -88,7 +88,7 @@ def test_the_writes_are_one_transaction_committed_at_the_end(run):
         batch = pipeline.current_batch()
         assert batch is not None
         assert batch.pipelined
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
         batch.sync()  # the INSERT has run on the server...
         assert checkpoints_seen_by_others(run) == 0  # ...inside a transaction not yet committed
     assert checkpoints_seen_by_others(run) == 1
@@ -104,7 +104,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
 
     def write_both() -> None:
         with pipelined_atomic():
-            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+            inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
             for pk in (first.pk, second.pk):
                 rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
 
@@ -137,7 +137,7 @@ def _check_then_insert(run: Run, step: Step, before_the_writes: Callable[[], Non
             Stale("not queued"),
         )
         before_the_writes()
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
 
 
 def test_a_failed_check_fails_the_block_before_django_commits_and_writes_nothing(run):
@@ -186,7 +186,7 @@ def test_a_check_that_holds_lets_the_writes_commit(run):
             [first.pk, StepStatus.PENDING],
             Stale("not pending"),
         )
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
     assert checkpoints_seen_by_others(run) == 1
 
 
@@ -195,7 +195,7 @@ def test_an_error_in_the_block_rolls_the_transaction_back(run):
 
     def give_up() -> None:
         with pipelined_atomic():
-            rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+            inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
             pipeline.current_batch().sync()  # type: ignore[union-attr]
             raise GaveUp
 
@@ -211,7 +211,7 @@ def test_an_error_in_the_block_rolls_the_transaction_back(run):
 def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
     first, second = list(run.steps.order_by("index"))
     with pipelined_atomic():
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
         Step.objects.filter(pk=second.pk).update(rationale="by the ORM")
         assert pipeline.current_batch() is None
         assert checkpoints_seen_by_others(run) == 0
@@ -220,7 +220,7 @@ def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
 
     def give_up_after_the_orm() -> None:
         with pipelined_atomic():
-            rows.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
+            inserts.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
             Step.objects.filter(pk=second.pk).update(rationale="rolled back")
             raise GaveUp
 
