@@ -15,10 +15,11 @@ from agentops.clock import DatabaseNow, DatabaseTime
 from audit.services import audited_atomic
 from runs.executor.ledger import ledger_open
 from runs.models import Run, Step, StepAttempt
-from runs.statuses import AttemptStatus, RunStatus, StepStatus
+from runs.statuses import AttemptStatus, StepStatus
+from runs.store.locks import lock_step_of_running_run
 from runs.store.step import Ahead
 from runs.store.writes import insert_new
-from runs.transitions import lock_run_of_step, lock_step, save_step, transition
+from runs.transitions import save_step, transition
 
 
 @dataclass
@@ -74,13 +75,8 @@ def claim_step(step_id: int, actor: Actor) -> Claim | None:
     """Claim the queued step ``step_id`` in its own transaction; None when it is not queued
     or its run is not running (a duplicate or late wake-up: nothing to do)."""
     with audited_atomic():
-        run = lock_run_of_step(step_id)
-        if run is None:
-            return None
-        step = lock_step(step_id)
-        if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
-            return None
-        return claim_locked(run, step, actor)
+        locked = lock_step_of_running_run(step_id, StepStatus.QUEUED)
+        return None if locked is None else claim_locked(*locked, actor)
 
 
 def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:

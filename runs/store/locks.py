@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 
 from runs.models import Run, Step
+from runs.statuses import RunStatus
 from runs.store import rows
 
 
@@ -44,6 +45,19 @@ def lock_step(step_id: int) -> Step:
         Step.DoesNotExist: unknown id.
     """
     return rows.get(Step, step_id, lock=True)
+
+
+def lock_step_of_running_run(step_id: int, status: str) -> tuple[Run, Step] | None:
+    """The run of step ``step_id`` and the step, both locked (the run first), when the step
+    has ``status`` and its run is running; None otherwise (no such step, or a duplicate or
+    late wake-up: nothing to do)."""
+    run = lock_run_of_step(step_id)
+    if run is None:
+        return None
+    step = lock_step(step_id)
+    if step.status != status or run.status != RunStatus.RUNNING:
+        return None
+    return run, step
 
 
 def status_in(statuses: Sequence[str]) -> str:
