@@ -38,7 +38,7 @@ from django.utils import timezone
 
 @dataclass(frozen=True)
 class DatabaseTime:
-    """A timestamp for ``agentops.rows`` to write as the database's clock when the statement
+    """A timestamp for ``runs.store.rows`` to write as the database's clock when the statement
     runs (``clock_timestamp()``) plus ``seconds`` (seconds, may be fractional): the SQL
     expression takes the place of a parameter, so it costs no round trip. The instance holds
     this value, not the time: read the row again for that."""

@@ -1,5 +1,7 @@
 """The hash rule of the audit chain and the signature of chain heads, shared by writing and
-verifying.
+verifying; and the SQL fragments over audit's tables that other code composes into its own
+statements (the executor's persistence seam, ``runs.store``), so that no other app names
+audit's tables or the form of a chain's name.
 
 Both are HMAC-SHA256 keyed with ``settings.AGENTOPS_AUDIT_KEY``, a key kept outside the
 database: whoever can write the database (its owner, a superuser, a stolen backup restored
@@ -15,6 +17,8 @@ import json
 from typing import Any
 
 from django.conf import settings
+
+from audit.models import AuditChainHead, AuditEvent, run_chain
 
 GENESIS_HASH = "0" * 64
 
@@ -68,6 +72,60 @@ def head_signature(
         "last_hash": last_hash,
     }
     return _hmac(body, key)
+
+
+# A run's chain name is this prefix and the run's id (``audit.models.run_chain``).
+_RUN_CHAIN_PREFIX = run_chain("")
+
+
+def _heads_table() -> str:
+    return AuditChainHead._meta.db_table
+
+
+def heads_sql(count: int, *, lock: bool) -> str:
+    """The SELECT of the heads of ``count`` chains named by ``%s`` parameters, as rows
+    (chain, events, last event id, last hash); with ``lock``, ``FOR UPDATE``: the lock that
+    serializes the writers of a chain."""
+    marks = ", ".join(["%s"] * count)
+    return (
+        f"SELECT chain, events, last_event_id, last_hash FROM {_heads_table()} "  # noqa: S608
+        f"WHERE chain IN ({marks}){' FOR UPDATE' if lock else ''}"
+    )
+
+
+def run_head_sql(run_id: str) -> str:
+    """The SELECT, locked (``FOR UPDATE``), of the head of the chain of the run whose id is
+    the SQL expression ``run_id`` (its name as ``audit.models.run_chain`` makes it), as one
+    row (events, last event id, last hash) or none: for a LATERAL join after the run's own
+    row lock (lock order: ``runs.transitions``)."""
+    return (
+        f"SELECT events, last_event_id, last_hash FROM {_heads_table()} "  # noqa: S608
+        f"WHERE chain = '{_RUN_CHAIN_PREFIX}' || ({run_id})::text FOR UPDATE"
+    )
+
+
+def reserve_ids_sql() -> str:
+    """The SELECT reserving ``%s`` (one parameter: how many) event ids from the events'
+    sequence, one row each. Reserve them while holding the head lock of the chain they are
+    for: its later writers then reserve larger ids, so its events commit in id order (what its
+    live stream relies on). Ids never used are skipped (ids are increasing, not contiguous)."""
+    table = AuditEvent._meta.db_table
+    return f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, %s)"  # noqa: S608
+
+
+def head_upsert_sql() -> str:
+    """The INSERT ... ON CONFLICT that moves a chain's head, with parameters (chain, events,
+    last event id, last hash, signature, the last hash it was read with): it changes no row
+    when another transaction moved the head since (the caller checks that it changed one)."""
+    heads = _heads_table()
+    return f"""
+INSERT INTO {heads} (chain, events, last_event_id, last_hash, signature)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (chain) DO UPDATE SET
+    events = EXCLUDED.events, last_event_id = EXCLUDED.last_event_id,
+    last_hash = EXCLUDED.last_hash, signature = EXCLUDED.signature
+WHERE {heads}.last_hash = %s
+"""  # noqa: S608
 
 
 def _toggle_triggers(connection: Any, tables: list[str], enable: bool) -> None:

@@ -5,18 +5,23 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from agentops import pipeline, rows
 from agentops.actors import Actor
-from agentops.pipeline import current_batch
-from audit.chain import GENESIS_HASH, HASHED_FIELDS, event_hash, head_signature
+from audit.chain import (
+    GENESIS_HASH,
+    HASHED_FIELDS,
+    event_hash,
+    head_signature,
+    head_upsert_sql,
+    heads_sql,
+)
 from audit.context import current_actor
 from audit.live import publish_on_commit
 from audit.models import PURGE_VERB, SYSTEM_CHAIN, AuditChainHead, AuditEvent, run_chain
@@ -27,18 +32,6 @@ RETENTION_ROLE = "agentops_retention"
 _PURGE_RECORD_CHAINS = 500
 
 _HEADS = AuditChainHead._meta.db_table
-_UPSERT_HEAD = f"""
-INSERT INTO {_HEADS} (chain, events, last_event_id, last_hash, signature)
-VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (chain) DO UPDATE SET
-    events = EXCLUDED.events, last_event_id = EXCLUDED.last_event_id,
-    last_hash = EXCLUDED.last_hash, signature = EXCLUDED.signature
-WHERE {_HEADS}.last_hash = %s
-"""  # noqa: S608
-# Event ids reserved ahead of the INSERT (``audit_prefetch``).
-_RESERVE_IDS = (
-    "SELECT nextval(pg_get_serial_sequence('audit_auditevent', 'id')) FROM generate_series(1, %s)"
-)
 # A batch of a purged chain's events, newest first.
 _DELETE_NEWEST = """
 DELETE FROM audit_auditevent WHERE id IN (
@@ -56,31 +49,69 @@ class ChainMoved(DatabaseError):
     transaction's events would fork the chain, so it must roll back (and may be retried)."""
 
 
-def _heads_sql(count: int) -> str:
-    marks = ", ".join(["%s"] * count)
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    return (
-        f"SELECT chain, events, last_event_id, last_hash FROM {_HEADS} "  # noqa: S608
-        f"WHERE chain IN ({marks}){lock}"
-    )
+class EventStatements(Protocol):
+    """How the events of a transaction and their chains' heads reach the database: the
+    statements ``audit.chain`` makes, run by whoever owns the connection's fast path
+    (``audit_use_statements``). Each runs in the caller's transaction."""
+
+    def fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of one query (``%s`` parameters)."""
+        ...
+
+    def insert(self, events: list[AuditEvent], *, returning: bool) -> None:
+        """INSERT ``events`` in one statement; with ``returning``, set their primary keys
+        from the database (else they are set already)."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any], *, row: str, error: Exception) -> None:
+        """Run one write of the chain head ``row`` and raise ``error`` unless it changed
+        exactly one row (before the transaction can commit)."""
+        ...
+
+
+class _DjangoStatements:
+    """``EventStatements`` through Django's cursor and ORM (before ``audit_use_statements``)."""
+
+    def fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def insert(self, events: list[AuditEvent], *, returning: bool) -> None:
+        AuditEvent.objects.bulk_create(events)
+
+    def execute(self, sql: str, params: Sequence[Any], *, row: str, error: Exception) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            if cursor.rowcount != 1:
+                raise error
+
+
+_statements: list[EventStatements] = [_DjangoStatements()]
+
+
+def audit_use_statements(statements: EventStatements) -> None:
+    """Run the audit writer's statements through ``statements`` from now on, in this process
+    (the executor's persistence seam installs its own at start-up: ``RunsConfig.ready``)."""
+    _statements[0] = statements
 
 
 def _read_heads(chains: list[str]) -> ChainHeads:
     """The heads of ``chains`` that exist, as (events, last event id, last hash), locked until
     the transaction ends: the lock that serializes the writers of a chain (a run's chain is
     also only written under its run's row lock)."""
-    found = rows.fetch(_heads_sql(len(chains)), chains)
+    lock = connection.features.has_select_for_update
+    found = _statements[0].fetch(heads_sql(len(chains), lock=lock), chains)
     return {chain: (events, last_id, last_hash) for chain, events, last_id, last_hash in found}
 
 
 def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHeads:
     """Chain, hash and insert ``events`` (in order) and move their chains' heads, then publish
     them after commit: one read of the chains' heads (locking them), one INSERT and one upsert
-    per chain, through ``agentops.rows`` (this runs in every transaction of the executor).
-    With ``prefetched`` (``audit_prefetch``), the heads it read and the event ids it reserved
-    are used instead of reading them here; inside a batch the INSERT and upserts are then only
-    queued, and checked before the commit. Returns each chain's new head as (events, last
-    event id, last hash).
+    per chain, through the installed ``EventStatements`` (this runs in every transaction of
+    the executor). With ``prefetched`` (``audit_prefetched``), the heads it read and the event
+    ids it reserved are used instead of reading them here. Returns each chain's new head as
+    (events, last event id, last hash).
 
     Raises:
         IntegrityError: another transaction wrote the first events of a chain that had no head
@@ -110,18 +141,18 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHea
             event.pk = ids[i]
         last[event.chain] = event
         counts[event.chain] += 1
-    rows.insert(events, returning=not reserved)
+    statements = _statements[0]
+    statements.insert(events, returning=not reserved)
     moved: ChainHeads = {}
     for chain in chains:
         newest, count = last[chain], counts[chain]
         moved[chain] = (count, newest.pk, newest.hash)
         signature = head_signature(chain, count, newest.pk, newest.hash)
-        rows.execute(
-            _UPSERT_HEAD,
+        statements.execute(
+            head_upsert_sql(),
             [chain, count, newest.pk, newest.hash, signature, before[chain][2]],
-            table=_HEADS,
             row=chain,
-            expect_one=ChainMoved(f"audit chain {chain} moved while this transaction wrote it"),
+            error=ChainMoved(f"audit chain {chain} moved while this transaction wrote it"),
         )
     publish_on_commit(events)
     return moved
@@ -129,17 +160,17 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHea
 
 @dataclass
 class _Prefetched:
-    """What ``audit_prefetch`` queued: the heads of ``chains`` and reserved event ids."""
+    """What ``audit_prefetched`` was given: the heads of ``chains`` and reserved event ids."""
 
     chains: list[str]
     read_heads: Callable[[], list[tuple[Any, ...]]]
-    read_ids: Callable[[], list[int]] | None
+    read_ids: Callable[[], list[int]]
 
     def heads(self) -> ChainHeads:
         return {chain: (events, last, hashed) for chain, events, last, hashed in self.read_heads()}
 
     def ids(self) -> list[int]:
-        return [] if self.read_ids is None else self.read_ids()
+        return self.read_ids()
 
 
 class _Buffer(threading.local):
@@ -150,70 +181,37 @@ class _Buffer(threading.local):
 _buffer = _Buffer()
 
 
-def audit_prefetch(*, chains: list[str], events: int) -> None:
-    """Inside ``audited_atomic(pipelined=True)``: queue, with the block's first reads, the
-    locked read of ``chains``' heads and the reservation of ``events`` event ids (PostgreSQL),
-    which writing the block's events then uses instead of a read and a round trip of its own.
-    Take the chains' run locks first (lock order: ``runs.transitions``). Reserved ids left
-    unused are skipped (ids are increasing, not contiguous).
+def audit_prefetched(
+    *,
+    chains: list[str],
+    read_heads: Callable[[], list[tuple[Any, ...]]],
+    read_ids: Callable[[], list[int]],
+) -> None:
+    """Inside ``audited_atomic``: the heads of ``chains`` and reserved event ids, read by the
+    caller (queued with its own first reads: ``runs.store``), which writing the block's
+    events then uses instead of reads of its own. ``read_heads`` gives rows (chain, events,
+    last event id, last hash) of the heads that exist, locked (``audit.chain.heads_sql`` or
+    ``run_head_sql``); ``read_ids`` gives event ids reserved after those locks were taken
+    (``audit.chain.reserve_ids_sql``), used when there are enough for the block's events.
+    Both are called once the block's events are written.
 
     Raises:
-        RuntimeError: not inside a pipelined ``audited_atomic`` block.
+        RuntimeError: not inside an ``audited_atomic`` block.
     """
-    batch = current_batch()
-    if batch is None or _buffer.events is None:
-        raise RuntimeError("audit_prefetch needs a pipelined audited_atomic block")
-    # The heads' locks first, then the ids: a chain's writers take ids only under its head's
-    # lock, so each chain's events commit in id order (what its live stream relies on).
-    read_heads = batch.fetch_later(_heads_sql(len(chains)), chains)
-    read_ids = audit_reserve_ids_later(events) if batch.pipelined else None
+    if _buffer.events is None:
+        raise RuntimeError("audit_prefetched needs an audited_atomic block")
     _buffer.prefetched = _Prefetched(chains, read_heads, read_ids)
 
 
-def audit_prefetched(*, chain: str, head: tuple[int, int, str] | None, ids: list[int]) -> None:
-    """Inside ``audited_atomic(pipelined=True)``: what the caller's own read (PostgreSQL)
-    found, as ``audit_prefetch`` would have: the head of ``chain`` as (events, last event id,
-    last hash), locked (None: the chain has no head yet), and event ids reserved after that
-    lock was taken.
-
-    Raises:
-        RuntimeError: not inside a pipelined ``audited_atomic`` block.
-    """
-    if current_batch() is None or _buffer.events is None:
-        raise RuntimeError("audit_prefetched needs a pipelined audited_atomic block")
-    heads = [(chain, *head)] if head is not None else []
-    _buffer.prefetched = _Prefetched([chain], lambda: heads, lambda: ids)
-
-
-def audit_reserve_ids_later(count: int) -> Callable[[], list[int]]:
-    """Inside a pipelined batch (PostgreSQL): queue the reservation of ``count`` event ids
-    for a later transaction's events (``audit_prefetched``); returns the function that reads
-    them once the batch has synced or closed. Reserve them while holding the lock of the
-    chain they are for (its head's, taken by this transaction): that chain's later writers
-    then reserve larger ids, so its events still commit in id order. Ids never used are
-    skipped (ids are increasing, not contiguous).
-
-    Raises:
-        RuntimeError: no pipelined batch is open.
-    """
-    batch = current_batch()
-    if batch is None or not batch.pipelined:
-        raise RuntimeError("audit_reserve_ids_later needs a pipelined batch")
-    read = batch.fetch_later(_RESERVE_IDS, [count])
-    return lambda: [key for (key,) in read()]
-
-
 @contextmanager
-def audited_atomic(*, pipelined: bool = False) -> Iterator[ChainHeads]:
+def audited_atomic(
+    *, within: Callable[[], AbstractContextManager[object]] | None = None
+) -> Iterator[ChainHeads]:
     """``transaction.atomic()`` that writes the audit events recorded inside it together, just
     before it commits: one read of the chains' heads, one INSERT and one head upsert per chain,
-    instead of all of them per event.
-
-    With ``pipelined``, the block runs in an ``agentops.pipeline`` batch (``current_batch``):
-    its statements, the events' INSERT and the heads' upserts go to PostgreSQL without waiting
-    for each answer, checked by the database before the COMMIT; when the block is the
-    outermost transaction, its BEGIN travels with its first statements and its COMMIT with
-    its last writes.
+    instead of all of them per event. ``within`` (the outermost block's) makes a context the
+    block and the writing of its events run in, inside the transaction (a pipeline:
+    ``runs.store.transaction.pipelined_atomic``).
 
     Nested uses join the outermost block. Events recorded in an inner savepoint that rolls back
     while the outer block goes on would still be written: services raise instead.
@@ -227,14 +225,9 @@ def audited_atomic(*, pipelined: bool = False) -> Iterator[ChainHeads]:
             yield {}
         return
     _buffer.events = []
-    # The outermost block's batch also carries its transaction's BEGIN and COMMIT.
-    outermost = not connection.in_atomic_block
     moved: ChainHeads = {}
     try:
-        with (
-            transaction.atomic(),
-            pipeline.batch(transaction=outermost) if pipelined else nullcontext(),
-        ):
+        with transaction.atomic(), within() if within is not None else nullcontext():
             yield moved
             # Detach the buffer before commit: on-commit callbacks (eager tasks) that record
             # events of their own must start their own block, not join this finished one.

@@ -10,15 +10,20 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         # Registering the built-in tools (and the error forms of the τ-bench tools that
         # transcript runs replay) is an import side effect of their modules.
+        from audit.services import audit_use_statements
         from memory.retention import MemoryProvenanceRows
         from runs import retention, wakeups
         from runs.control.compaction import load_summarizer
+        from runs.store.audit import RowStatements
         from runs.tasks import CeleryWakeups
         from runs.tools import builtin, memory, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())
         # Run retention unlinks the memory items whose provenance names what it deletes.
         retention.register_dependent_rows(MemoryProvenanceRows())
+        # The audit writer's statements go through the persistence seam: pipelined with the
+        # executor's own writes inside ``pipelined_atomic``.
+        audit_use_statements(RowStatements())
         # A summarizer setting that names nothing fails the start, not the first compaction.
         load_summarizer()
         # The agent state migrations a state schema may name register as their modules load.

@@ -10,13 +10,13 @@ from rest_framework import serializers
 
 from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
+from runs.context_selectors import ActiveContext
 from runs.control.compaction import MAX_SUMMARY_CHARS
 from runs.control.conversation import MAX_MESSAGES
 from runs.models import (
     Compaction,
     Message,
 )
-from runs.context_selectors import ActiveContext
 
 
 class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):

@@ -22,7 +22,7 @@ from runs.executor.call import structured_error
 from runs.executor.finish import fail_run_locked
 from runs.executor.gates import cancel_open_steps
 from runs.executor.ledger import ledger_outcome_unknown
-from runs.executor.record import fail_or_retry
+from runs.executor.outcome import fail_or_retry
 from runs.idempotency import idempotency_keys_purge
 from runs.models import CLIENT_DRIVEN, AgentKind, OnBudgetExceeded, Run, Step, StepAttempt
 from runs.statuses import RUN_CANCELLABLE, STEP_IN_FLIGHT, AttemptStatus, RunStatus, StepStatus

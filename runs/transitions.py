@@ -10,26 +10,41 @@ session alone locks only the session row.
 from __future__ import annotations
 
 import functools
-import re
 import uuid
-from collections.abc import Sequence
 from typing import Any, cast
 
-from agentops import rows
 from agentops.actors import Actor
 from audit.models import session_chain
 from audit.services import audit_record
 from runs.models import AgentSession, Run, Step
 from runs.statuses import run_status_info, step_status_info
+from runs.store.locks import (
+    lock_run,
+    lock_run_of_step,
+    lock_step,
+    lock_steps,
+    save_run,
+    save_step,
+    status_in,
+)
 
-
-def lock_run(run_id: uuid.UUID | str) -> Run:
-    """The run row, locked until the transaction ends (``SELECT ... FOR UPDATE``).
-
-    Raises:
-        Run.DoesNotExist: unknown id.
-    """
-    return rows.get(Run, run_id, lock=True)
+# Locking and saving live in the persistence seam (``runs.store.locks``); services take them
+# from here, with the audit side of a transition.
+__all__ = [
+    "lock_run",
+    "lock_run_of_step",
+    "lock_session",
+    "lock_step",
+    "lock_steps",
+    "record_event",
+    "record_session_event",
+    "record_transition",
+    "save_run",
+    "save_session",
+    "save_step",
+    "status_in",
+    "transition",
+]
 
 
 def lock_session(session_id: uuid.UUID | str) -> AgentSession:
@@ -67,83 +82,6 @@ def record_session_event(
     )
 
 
-def lock_run_of_step(step_id: int) -> Run | None:
-    """The run of step ``step_id``, locked like ``lock_run`` (one query), or None when there
-    is no such step. Lock the step itself afterwards: runs are always locked first."""
-    found = rows.select(
-        Run, "id = (SELECT run_id FROM runs_step WHERE id = %s)", [step_id], lock=True
-    )
-    return found[0] if found else None
-
-
-def lock_step(step_id: int) -> Step:
-    """The step row, locked until the transaction ends; lock its run first.
-
-    Raises:
-        Step.DoesNotExist: unknown id.
-    """
-    return rows.get(Step, step_id, lock=True)
-
-
-def status_in(statuses: Sequence[str]) -> str:
-    """The SQL condition "a step's status is one of ``statuses``" (open statuses, a run's
-    steps picked with ``run_id = ...``), the statuses written out as literals: PostgreSQL
-    then reads the run's open steps from ``step_open_idx``, the partial index of open steps
-    by run and index, whose condition it can prove only from literals (a bind parameter
-    proves nothing in a cached generic plan). Through ``step_status_idx``, the sweeper's
-    index over every run, a step's lookup read every open step of every run and the dead
-    entries each status change leaves (74,000 entries, 1.4 ms, in a database with 16,000
-    pending steps); through the run's steps, it read all the run's finished steps
-    (``benchmarks/HISTORY.md``, 2026-11-25, 14:03 and 15:00).
-
-    Raises:
-        ValueError: a status that is not a plain lower-case name.
-    """
-    return _status_in(tuple(statuses))
-
-
-@functools.cache
-def _status_in(statuses: tuple[str, ...]) -> str:
-    for status in statuses:
-        if not re.fullmatch(r"[a-z_]+", status):
-            raise ValueError(f"not a step status: {status!r}")
-    listed = ", ".join(f"'{status}'" for status in statuses)
-    return f"status IN ({listed})"
-
-
-def lock_steps(run: Run, statuses: Sequence[str], *, limit: int | None = None) -> list[Step]:
-    """The steps of a locked run that have one of ``statuses``, in index order, locked."""
-    return rows.select(
-        Step,
-        f"run_id = %s AND {status_in(statuses)}",
-        [run.pk],
-        lock=True,
-        order_by='"index"',
-        limit=limit,
-    )
-
-
-def save_run(run: Run) -> None:
-    """Write what changed in a locked run (``Run.UPDATED_FIELDS``) and bump its ``version``.
-
-    Raises:
-        ConcurrentTransition: the row's version is not the one it was read with.
-    """
-    read_version = run.version
-    run.version += 1
-    rows.update(run, guard={"version": read_version})
-
-
-def save_step(step: Step, *, status_was: str) -> None:
-    """Write what changed in a locked step (``Step.UPDATED_FIELDS``) that had status
-    ``status_was`` when read.
-
-    Raises:
-        ConcurrentTransition: the row's status is no longer ``status_was``.
-    """
-    rows.update(step, guard={"status": status_was})
-
-
 @functools.lru_cache(maxsize=4096)
 def _project_of_run(run_id: uuid.UUID) -> int:
     # A run never changes project, so a process may remember it: the executor records a
@@ -155,8 +93,11 @@ def _project_id(obj: Run | Step) -> int:
     if isinstance(obj, Run):
         return obj.project_id
     step = cast(Step, obj)
-    run = step._state.fields_cache.get("run")
-    return run.project_id if run is not None else _project_of_run(step.run_id)
+    # A step built with its run object holds it (``is_cached``: Django's public check); one
+    # loaded by the executor holds only its run's id.
+    if Step._meta.get_field("run").is_cached(step):
+        return cast(int, step.run.project_id)
+    return _project_of_run(step.run_id)
 
 
 def record_event(actor: Actor, obj: Run | Step, event: str, **payload: Any) -> None:
@@ -208,3 +149,34 @@ def record_transition(
         to_state=shown,
         payload=payload,
     )
+
+
+def transition(
+    obj: Run | Step,
+    name: str,
+    *,
+    actor: Actor,
+    payload: dict[str, Any] | None = None,
+    save: bool = True,
+    **kwargs: Any,
+) -> str:
+    """Move a locked run or step by its FSM transition ``name`` (called with ``kwargs``),
+    write what changed and record the audit event, with ``payload``: the status and gate it
+    had are taken here, before the transition. A step's write is guarded by the status it
+    had, a run's by its version (``save_step``, ``save_run``). Without ``save`` the caller
+    writes the row later (two transitions, one write: give ``save_step`` the first status).
+    Returns the status it had.
+
+    Raises:
+        django_fsm.TransitionNotAllowed: ``name`` does not start from its status.
+        ConcurrentTransition: the row changed since it was read (inside a pipelined block,
+            at the next sync or the commit).
+    """
+    from_state, from_gate = obj.status, obj.gate
+    getattr(obj, name)(**kwargs)
+    if save and isinstance(obj, Run):
+        save_run(obj)
+    elif save:
+        save_step(cast(Step, obj), status_was=from_state)
+    record_transition(actor, obj, from_state, from_gate=from_gate, **(payload or {}))
+    return from_state

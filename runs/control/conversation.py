@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audited_atomic
@@ -20,6 +19,7 @@ from runs.executor.limits import budget_stops_run_locked
 from runs.models import CLIENT_DRIVEN, Message, ModelCall, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import last_step_index
+from runs.store.writes import insert_new
 from runs.transitions import (
     lock_run,
     lock_session,
@@ -177,7 +177,7 @@ def messages_insert_locked(
                 items=len(added),
                 first_position=first,
             )
-    rows.insert(added, returning=False)
+    insert_new(added)
     run.message_count += len(added)
     run.context_tokens += sum(message.tokens for message in added)
     return added
@@ -214,7 +214,7 @@ def run_messages_append(
         added = messages_insert_locked(run, checked, actor=actor)
         if reported is not None:
             add_usage_locked(run, reported)
-            rows.insert(
+            insert_new(
                 [
                     ModelCall(
                         run=run,
@@ -226,7 +226,8 @@ def run_messages_append(
                         first_message=first,
                         messages=len(checked),
                     )
-                ]
+                ],
+                read_keys=True,
             )
         save_run(run)
         record_event(

@@ -8,12 +8,9 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from agentops.pipeline import current_batch
-from audit.models import run_chain
-from audit.services import audit_prefetch, audited_atomic
+from audit.services import audited_atomic
 from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
@@ -25,7 +22,9 @@ from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Run, StateSchema, Step
 from runs.selectors import run_as_created
-from runs.statuses import OPEN_STEP_STATUSES
+from runs.store.step import lock_for_append
+from runs.store.transaction import pipelined_atomic
+from runs.store.writes import insert_new, step_change_later
 from runs.tools import get_tool, schema_invalid, schema_problem
 from runs.transitions import (
     lock_session,
@@ -33,7 +32,6 @@ from runs.transitions import (
     record_transition,
     save_run,
     save_session,
-    status_in,
 )
 from runs.wakeups import advance_run_on_commit
 
@@ -98,7 +96,7 @@ def new_step(
 def insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
     """Insert new steps in one statement and record their creation (steps whose keys are
     reserved are not read back: inside a batch the INSERT is held)."""
-    rows.insert(steps, returning=bool(steps) and steps[0].pk is None)
+    insert_new(steps, read_keys=bool(steps) and steps[0].pk is None)
     for step in steps:
         record_transition(actor, step, "", tool=step.tool, risk=step.risk, index=step.index)
     return steps
@@ -262,7 +260,7 @@ def run_create(
         run.message_count = len(messages)
         run.context_tokens = sum(message.tokens for message in messages)
         run.save(force_insert=True)
-        rows.insert(messages, returning=False)
+        insert_new(messages)
         declared_payload: dict[str, Any] = {}
         if declared is not None:
             declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
@@ -333,9 +331,9 @@ def step_append(
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     # Classified before the transaction: reading the rules would end its pipeline.
     classes = classify_specs(specs)
-    with audited_atomic(pipelined=True):
-        run, count, first_open, keys, repeat = _lock_for_append(
-            run_id, tool_call_id if reuse_open_call else ""
+    with pipelined_atomic():
+        run, count, first_open, keys, repeat = lock_for_append(
+            run_id, tool_call_id if reuse_open_call else "", _APPEND_EVENTS
         )
         if repeat:
             return repeat[0]
@@ -353,7 +351,7 @@ def step_append(
         )
         if reported is not None:
             step.usage = reported.as_json()
-            rows.write_where(Step, {"usage": step.usage}, {"pk": step.pk})
+            step_change_later(step.pk, {"usage": step.usage})
             add_usage_locked(run, reported)
         save_run(run)
         if not budget_stops_run_locked(run, actor):
@@ -365,54 +363,3 @@ def step_append(
 
 # Audit events of appending a step the client may run at once: created, then ready.
 _APPEND_EVENTS = 2
-_RESERVE_STEP_KEY = "SELECT nextval(pg_get_serial_sequence('runs_step', 'id'))"
-# The run's number of steps, as the index its next step takes (a run's steps are numbered from
-# 0 without gaps; no row for a run without steps): the newest entry of the unique (run, index)
-# index, where ``count(*)`` would read every step of the run, on every append of a session that
-# appends hundreds. Written as ORDER BY ... LIMIT 1, not ``max()``, which the planner may
-# compute by reading them all when its statistics say a run has few steps.
-_NEXT_INDEX = 'SELECT "index" + 1 FROM runs_step WHERE run_id = %s ORDER BY "index" DESC LIMIT 1'
-
-
-def _lock_for_append(
-    run_id: uuid.UUID, repeat_of: str
-) -> tuple[Run, int, list[Step], list[int], list[Step]]:
-    """In one round trip: the run locked, its step count, its first open step (locked), a
-    reserved key for the new step (PostgreSQL), the audit chain's head and event ids, and
-    (``repeat_of``, a ``tool_call_id``) the run's last open step of that call.
-
-    Raises:
-        Run.DoesNotExist: unknown run.
-    """
-    batch = current_batch()
-    assert batch is not None  # inside audited_atomic(pipelined=True)
-    read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
-    read_count = batch.fetch_later(_NEXT_INDEX, [run_id])
-    open_steps = status_in(OPEN_STEP_STATUSES)
-    read_open = rows.select_later(
-        Step,
-        f"run_id = %s AND {open_steps}",
-        [run_id],
-        lock=True,
-        order_by='"index"',
-        limit=1,
-    )
-    read_key = batch.fetch_later(_RESERVE_STEP_KEY, []) if batch.pipelined else None
-    read_repeat = None
-    if repeat_of:
-        read_repeat = rows.select_later(
-            Step,
-            f"run_id = %s AND tool_call_id = %s AND {open_steps}",
-            [run_id, repeat_of],
-            order_by='"index" DESC',
-            limit=1,
-        )
-    audit_prefetch(chains=[run_chain(run_id)], events=_APPEND_EVENTS)
-    batch.sync()
-    found = read_run()
-    if not found:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    count = next((after for (after,) in read_count()), 0)
-    keys = [key for (key,) in read_key()] if read_key is not None else []
-    repeat = read_repeat() if read_repeat is not None else []
-    return found[0], count, read_open(), keys, repeat

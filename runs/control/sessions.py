@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
@@ -40,6 +39,7 @@ from runs.control.compaction import (
 )
 from runs.models import AgentSession, Compaction, Message, Run, SessionStatus
 from runs.models.conversation import estimate_tokens
+from runs.store.writes import insert_new
 from runs.transitions import lock_session, record_session_event, save_session
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def session_items_add(*, actor: Actor, session_id: uuid.UUID | str, items: Any) 
             Message.from_openai(item, position=0, tokens=estimate_tokens(item)) for item in checked
         ]
         session_messages_locked(session, added, run=None)
-        rows.insert(added, returning=False)
+        insert_new(added)
         save_session(session)
         record_session_event(
             actor,

@@ -21,24 +21,17 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
 from audit.services import audited_atomic
-from runs.agents import agent_for
 from runs.control.lifecycle import MAX_REASON, run_resume
 from runs.executor.advance import advance_locked
-from runs.models import Checkpoint, Run, Step, ToolCall
-from runs.statuses import CallStatus, RunStatus, StepStatus
-from runs.transitions import (
-    lock_run,
-    lock_step,
-    record_event,
-    record_transition,
-    save_run,
-    save_step,
-)
+from runs.executor.ledger import ledger_settled_by_operator
+from runs.executor.outcome import succeed_locked
+from runs.models import Run, Step
+from runs.statuses import RunStatus, StepStatus
+from runs.transitions import lock_run, lock_step, record_event, transition
 
 
 def outcome_unknown(step: Step) -> bool:
@@ -76,25 +69,15 @@ def step_settle(
     if not happened:
         with audited_atomic():
             run, step = _locked(run_id, step_id)
-            _settle_ledger(step, CallStatus.FAILED, None, settled)
+            ledger_settled_by_operator(step, happened=False, result=None, settled=settled)
             record_event(actor, step, "settled", **settled)
         return run_resume(run_id=run_id, actor=actor)
     with audited_atomic():
         run, step = _locked(run_id, step_id)
-        now = timezone.now()
-        _settle_ledger(step, CallStatus.SUCCEEDED, result, settled)
-        step.settle_happened(result=result, now=now)
-        save_step(step, status_was=StepStatus.FAILED)
-        record_transition(actor, step, StepStatus.FAILED, settled=settled)
-        run.state = agent_for(run.agent).checkpoint_state(
-            run, index=step.index, tool=step.tool, result=result
-        )
-        rows.insert([Checkpoint(run=run, step=step, index=step.index, state=run.state)])
-        run.resume()
+        ledger_settled_by_operator(step, happened=True, result=result, settled=settled)
+        succeed_locked(run, step, result, actor, now=timezone.now(), settled=settled)
         run.finished_at = None
-        run.error = None
-        save_run(run)
-        record_transition(actor, run, RunStatus.FAILED, settled=settled)
+        transition(run, "resume", actor=actor, payload={"settled": settled})
         advance_locked(run, actor)
     return run
 
@@ -109,9 +92,3 @@ def _locked(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step]:
     if not outcome_unknown(step):
         raise Conflict("this step's outcome is known: there is nothing to settle")
     return run, step
-
-
-def _settle_ledger(step: Step, status: str, result: Any, settled: dict[str, Any]) -> None:
-    ToolCall.objects.filter(idempotency_key=step.idempotency_key).update(
-        status=status, result=result, report={"settled": settled}, finished_at=timezone.now()
-    )

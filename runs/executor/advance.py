@@ -13,7 +13,7 @@ from runs.executor.handover import hand_over_locked
 from runs.executor.limits import budget_gates_step_locked
 from runs.models import Executor, Run, Step
 from runs.statuses import OPEN_STEP_STATUSES, RunStatus, StepStatus
-from runs.transitions import lock_steps, record_transition, save_run, save_step
+from runs.transitions import lock_steps, transition
 from runs.wakeups import execute_step_on_commit
 
 
@@ -32,10 +32,8 @@ def advance_locked(
     is the run's first open step (``[]``: none), when the caller has already locked it.
     """
     if run.status == RunStatus.QUEUED:
-        run.start()
         run.started_at = timezone.now()
-        save_run(run)
-        record_transition(actor, run, RunStatus.QUEUED)
+        transition(run, "start", actor=actor)
     if run.status != RunStatus.RUNNING:
         return None
     # Steps run in index order, so the first open step is in flight or the next to start.
@@ -45,10 +43,8 @@ def advance_locked(
         return None
     if step is None:
         if agent_for(run.agent).is_finished(run):
-            run.succeed()
             run.finished_at = timezone.now()
-            save_run(run)
-            record_transition(actor, run, RunStatus.RUNNING)
+            transition(run, "succeed", actor=actor)
         return None
     if budget_gates_step_locked(run, step, actor):
         return None
@@ -58,11 +54,10 @@ def advance_locked(
     if step.executor == Executor.CLIENT:
         hand_over_locked(step, actor)
         return None
-    step.enqueue()
-    record_transition(actor, step, StepStatus.PENDING)
     if claim:
         # Queued and claimed in one transaction: one write of the row for both transitions.
-        return claim_locked(run, step, actor, status_was=StepStatus.PENDING)
-    save_step(step, status_was=StepStatus.PENDING)
+        status_was = transition(step, "enqueue", actor=actor, save=False)
+        return claim_locked(run, step, actor, status_was=status_was)
+    transition(step, "enqueue", actor=actor)
     execute_step_on_commit(step.pk)
     return None

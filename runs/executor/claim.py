@@ -10,30 +10,16 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.clock import DatabaseNow, DatabaseTime
 from audit.services import audited_atomic
 from runs.executor.ledger import ledger_open
 from runs.models import Run, Step, StepAttempt
-from runs.statuses import AttemptStatus, RunStatus, StepStatus
-from runs.transitions import lock_run_of_step, lock_step, record_transition, save_step
-
-
-@dataclass
-class Ahead:
-    """What the transaction that claimed a step left as it committed, for the transaction
-    that records the step's outcome (``runs.executor.record``), which then checks it instead
-    of reading it: the run (``version`` as committed); the run's open steps after the claimed
-    one, in order, as they were when read (``steps``: the first is the next to claim), and
-    whether they were all of them (``complete``); the run's audit chain head (events, last
-    event id, last hash) and event ids reserved for that chain, in order."""
-
-    run: Run
-    steps: list[Step]
-    complete: bool
-    head: tuple[int, int, str]
-    ids: list[int]
+from runs.statuses import AttemptStatus, StepStatus
+from runs.store.locks import lock_step_of_running_run
+from runs.store.step import Ahead
+from runs.store.writes import insert_new
+from runs.transitions import save_step, transition
 
 
 @dataclass
@@ -48,21 +34,29 @@ class Claim:
     ahead: Ahead | None = None
 
 
-def claim_locked(
-    run: Run, step: Step, actor: Actor, *, status_was: str = StepStatus.QUEUED
-) -> Claim:
+def claim_locked(run: Run, step: Step, actor: Actor, *, status_was: str = "") -> Claim:
     """Claim a queued step of a running run for ``actor`` (both locked by the caller):
     queued → running under a lease, its attempt row, its ledger row opened. ``status_was``
-    is the status of the step's row (pending when it was queued in this transaction)."""
+    is the status of the step's row when not queued (pending when it was queued in this
+    transaction)."""
     now = timezone.now()
     # Lease: the step's timeout plus a margin for recording the outcome; a heartbeat extends
     # it. Past it, the sweeper takes the worker for dead. From the database's clock, which the
     # sweeper compares it with, whatever this host's clock says (an SQL expression in the
     # claim's UPDATE: no round trip more).
     lease = DatabaseTime(step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS)
-    step.claim(owner=actor.id, lease_expires_at=lease, now=now)
-    save_step(step, status_was=status_was)
-    rows.insert(
+    transition(
+        step,
+        "claim",
+        actor=actor,
+        save=False,
+        owner=actor.id,
+        lease_expires_at=lease,
+        now=now,
+        payload={"attempt": step.attempts + 1},  # the attempt the claim counts
+    )
+    save_step(step, status_was=status_was or StepStatus.QUEUED)
+    insert_new(
         [
             StepAttempt(
                 step_id=step.pk,
@@ -71,11 +65,9 @@ def claim_locked(
                 worker=actor.id,
                 started_at=now,
             )
-        ],
-        returning=False,
+        ]
     )
     plan, ledger_result = ledger_open(run, step, now)
-    record_transition(actor, step, StepStatus.QUEUED, attempt=step.attempts)
     return Claim(step, plan, ledger_result)
 
 
@@ -83,13 +75,8 @@ def claim_step(step_id: int, actor: Actor) -> Claim | None:
     """Claim the queued step ``step_id`` in its own transaction; None when it is not queued
     or its run is not running (a duplicate or late wake-up: nothing to do)."""
     with audited_atomic():
-        run = lock_run_of_step(step_id)
-        if run is None:
-            return None
-        step = lock_step(step_id)
-        if step.status != StepStatus.QUEUED or run.status != RunStatus.RUNNING:
-            return None
-        return claim_locked(run, step, actor)
+        locked = lock_step_of_running_run(step_id, StepStatus.QUEUED)
+        return None if locked is None else claim_locked(*locked, actor)
 
 
 def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:

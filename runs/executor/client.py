@@ -29,18 +29,17 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from agentops.pipeline import current_batch
-from audit.models import run_chain
-from audit.services import audit_prefetch, audited_atomic
-from runs.agents import agent_for
 from runs.executor.advance import advance_locked
-from runs.executor.record import fail_or_retry, tool_error_mark
-from runs.models import Checkpoint, Executor, Run, Step, StepAttempt, ToolCall
-from runs.statuses import OPEN_STEP_STATUSES, AttemptStatus, CallStatus, RunStatus, StepStatus
-from runs.transitions import record_transition, save_run, save_step, status_in
+from runs.executor.ledger import ledger_report
+from runs.executor.outcome import fail_or_retry, succeed_locked
+from runs.models import Executor, Step, StepAttempt, ToolCall
+from runs.statuses import AttemptStatus, RunStatus, StepStatus
+from runs.store.step import lock_for_report
+from runs.store.transaction import pipelined_atomic
+from runs.store.writes import insert_new
+from runs.transitions import save_run, save_step, transition
 
 REPORT_KEYS = {"result", "error", "outcome"}
 # Optional beside ``result``: whether the tool answered with an error.
@@ -109,31 +108,6 @@ def parse_report(raw: Any) -> Report:
     return Report("error", dict(error), raw)
 
 
-def _settle_ledger(run: Run, step: Step, report: Report, now: Any) -> None:
-    """The ledger row of the step's key: opened by its first report, settled by each."""
-    status = {
-        "result": CallStatus.SUCCEEDED,
-        "error": CallStatus.FAILED,
-        "unknown": CallStatus.STARTED,
-    }[report.kind]
-    fields = {
-        "status": status,
-        "attempt": step.attempts,
-        "result": report.value if report.kind == "result" else None,
-        "report": report.raw,
-        "finished_at": None if report.kind == "unknown" else now,
-    }
-    call = ToolCall(
-        idempotency_key=step.idempotency_key,
-        run=run,
-        step=step,
-        tool=step.tool,
-        started_at=step.started_at or now,
-        **fields,
-    )
-    rows.upsert(call, key="idempotency_key", fields=list(fields))
-
-
 def _repeat_of_settled(step: Step, report: Report) -> bool:
     """Whether ``report`` is the report that settled ``step`` (a retry of the same request).
 
@@ -167,8 +141,8 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             cancelled) or was settled by a different report; the run is not running.
     """
     checked = parse_report(report)
-    with audited_atomic(pipelined=True):
-        run, step, upcoming = _lock_for_report(run_id, step_id)
+    with pipelined_atomic():
+        run, step, upcoming = lock_for_report(run_id, step_id, _REPORT_EVENTS)
         if step.executor != Executor.CLIENT:
             raise InvalidInput("this step's tool is run by agentops, not by its client")
         if _repeat_of_settled(step, checked):
@@ -176,11 +150,18 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
         if run.status != RunStatus.RUNNING:
             raise Conflict(f"run is {run.status_info.value}: no result can be recorded")
         now = timezone.now()
-        step.report_start(owner=actor.id, now=now)
-        record_transition(actor, step, StepStatus.READY, attempt=step.attempts)
+        transition(
+            step,
+            "report_start",
+            actor=actor,
+            save=False,
+            owner=actor.id,
+            now=now,
+            payload={"attempt": step.attempts + 1},  # the attempt the report counts
+        )
         handed_over = step.started_at or now
         duration_ms = int((now - handed_over).total_seconds() * 1000)
-        rows.insert(
+        insert_new(
             [
                 StepAttempt(
                     step=step,
@@ -194,21 +175,20 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
                     duration_ms=duration_ms,
                     error=checked.value if checked.kind == "error" else None,
                 )
-            ],
-            returning=False,
+            ]
         )
-        _settle_ledger(run, step, checked, now)
+        ledger_report(run, step, checked.kind, checked.value, checked.raw, now)
         run.duration_ms += duration_ms
         if checked.kind == "result":
             # ready → running → succeeded: both transitions audited, the row written once.
-            _succeed_locked(
+            succeed_locked(
                 run,
                 step,
                 checked.value,
                 actor,
-                now,
-                status_was=StepStatus.READY,
+                now=now,
                 tool_error=checked.tool_error,
+                row_status=StepStatus.READY,
             )
             advance_locked(run, actor, first_open=upcoming)
             return step
@@ -218,9 +198,10 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             and checked.value["retryable"]
             and (step.attempts < step.max_attempts)
         ):
-            step.hand_back(error=checked.value, now=now)
-            save_step(step, status_was=StepStatus.RUNNING)
-            record_transition(actor, step, StepStatus.RUNNING, error=checked.value)
+            error = checked.value
+            transition(
+                step, "hand_back", actor=actor, error=error, now=now, payload={"error": error}
+            )
             save_run(run)
         else:
             error = checked.value if checked.kind == "error" else _unknown_error(step)
@@ -229,66 +210,9 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
     return step
 
 
-def _lock_for_report(run_id: uuid.UUID, step_id: int) -> tuple[Run, Step, list[Step]]:
-    """Lock the run, its step ``step_id`` and its first other open step, and queue the audit
-    chain's head and event ids, in one round trip (lock order: ``runs.transitions``).
-
-    Raises:
-        Run.DoesNotExist, Step.DoesNotExist: no such run, or no such step in it.
-    """
-    batch = current_batch()
-    assert batch is not None  # inside audited_atomic(pipelined=True)
-    read_run = rows.select_later(Run, "id = %s", [run_id], lock=True)
-    read_step = rows.select_later(Step, "id = %s AND run_id = %s", [step_id, run_id], lock=True)
-    read_next = rows.select_later(
-        Step,
-        f"run_id = %s AND {status_in(OPEN_STEP_STATUSES)} AND id <> %s",
-        [run_id, step_id],
-        lock=True,
-        order_by='"index"',
-        limit=1,
-    )
-    audit_prefetch(chains=[run_chain(run_id)], events=_REPORT_EVENTS)
-    batch.sync()
-    found_run, found_step = read_run(), read_step()
-    if not found_run:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    if not found_step:
-        raise Step.DoesNotExist(f"run {run_id} has no step {step_id}")
-    return found_run[0], found_step[0], read_next()
-
-
 def _unknown_error(step: Step) -> dict[str, Any]:
     return {
         "type": "outcome_unknown",
         "message": f"the client cannot tell whether {step.tool} took effect: not repeated "
         "unless an operator resumes the run",
     }
-
-
-def _succeed_locked(
-    run: Run,
-    step: Step,
-    result: Any,
-    actor: Actor,
-    now: Any,
-    *,
-    status_was: str,
-    tool_error: bool,
-) -> None:
-    """A locked running client step succeeds with ``result`` (its row had ``status_was``),
-    marked a tool error with ``tool_error``: the step, its checkpoint and the run written; the
-    caller advances the run."""
-    step.succeed(result=result, now=now, tool_error=tool_error)
-    save_step(step, status_was=status_was)
-    record_transition(
-        actor, step, StepStatus.RUNNING, attempt=step.attempts, **tool_error_mark(tool_error)
-    )
-    run.state = agent_for(run.agent).checkpoint_state(
-        run, index=step.index, tool=step.tool, result=result
-    )
-    rows.insert(
-        [Checkpoint(run_id=run.pk, step_id=step.pk, index=step.index, state=run.state)],
-        returning=False,
-    )
-    save_run(run)

@@ -12,8 +12,9 @@ from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
 from runs.executor.claim import claim_step
 from runs.executor.record import execute_claims
-from runs.statuses import RunStatus, StepStatus
-from runs.transitions import lock_run, lock_run_of_step, lock_step, record_transition, save_step
+from runs.statuses import StepStatus
+from runs.store.locks import lock_step_of_running_run
+from runs.transitions import lock_run, transition
 
 
 def run_advance(*, run_id: uuid.UUID | str, actor: Actor, execute: bool = False) -> None:
@@ -54,15 +55,11 @@ def step_retry_due(*, step_id: int, actor: Actor) -> bool:
     Returns True when the step was queued (the caller then executes it).
     """
     with audited_atomic():
-        run = lock_run_of_step(step_id)
-        if run is None:
+        locked = lock_step_of_running_run(step_id, StepStatus.WAITING_RETRY)
+        if locked is None:
             return False
-        step = lock_step(step_id)
-        if step.status != StepStatus.WAITING_RETRY or run.status != RunStatus.RUNNING:
-            return False
+        _, step = locked
         if step.next_attempt_at and step.next_attempt_at > database_now() + timedelta(seconds=1):
             return False
-        step.enqueue()
-        save_step(step, status_was=StepStatus.WAITING_RETRY)
-        record_transition(actor, step, StepStatus.WAITING_RETRY)
+        transition(step, "enqueue", actor=actor)
     return True

@@ -12,7 +12,6 @@ from typing import Any
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
-from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from runs import gates
@@ -20,9 +19,10 @@ from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked, skip_pending_locked
 from runs.executor.handover import hand_over_locked
 from runs.models import Executor, Run, Step
-from runs.statuses import OPEN_STEP_STATUSES, RunStatus, StepStatus
+from runs.statuses import OPEN_STEP_STATUSES, StepStatus
+from runs.store.writes import step_change
 from runs.tools import get_tool, schema_problem
-from runs.transitions import lock_steps, record_event, record_transition, save_run, save_step
+from runs.transitions import lock_steps, record_event, transition
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
 
 
@@ -30,13 +30,9 @@ def gate_open_locked(run: Run, step: Step, actor: Actor) -> None:
     """Stop a pending step of a running run at its gate: the step moves to waiting, its gate
     kind opens what decides it, and the run moves to waiting."""
     kind = gates.kind(step.gate)
-    step.wait()
-    save_step(step, status_was=StepStatus.PENDING)
-    record_transition(actor, step, StepStatus.PENDING)
+    transition(step, "wait", actor=actor)
     kind.open(run=run, step=step, actor=actor)
-    run.wait(gate=kind.name)
-    save_run(run)
-    record_transition(actor, run, RunStatus.RUNNING, step=step.index)
+    transition(run, "wait", actor=actor, gate=kind.name, payload={"step": step.index})
 
 
 def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
@@ -50,14 +46,9 @@ def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
     if step.executor == Executor.CLIENT:
         hand_over_locked(step, actor)
     else:
-        step.enqueue()
-        save_step(step, status_was=StepStatus.WAITING)
-        record_transition(actor, step, StepStatus.WAITING)
+        transition(step, "enqueue", actor=actor)
         execute_step_on_commit(step.pk)
-    from_gate = run.gate
-    run.unblock()
-    save_run(run)
-    record_transition(actor, run, RunStatus.WAITING, from_gate=from_gate)
+    transition(run, "unblock", actor=actor)
 
 
 def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, Any]) -> None:
@@ -69,14 +60,11 @@ def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, 
     is woken to run what the agent appends next. For the others (a fixed plan, a recorded
     transcript) nothing after the step can run: its pending steps are skipped and the run
     fails with the error, the step's index and tool added."""
-    step.reject(error=error, now=timezone.now())
-    save_step(step, status_was=StepStatus.WAITING)
-    record_transition(actor, step, StepStatus.WAITING, error=error)
+    transition(
+        step, "reject", actor=actor, error=error, now=timezone.now(), payload={"error": error}
+    )
     if agent_for(run.agent).replans_after_refusal:
-        from_gate = run.gate
-        run.unblock()
-        save_run(run)
-        record_transition(actor, run, RunStatus.WAITING, from_gate=from_gate, refused=step.index)
+        transition(run, "unblock", actor=actor, payload={"refused": step.index})
         advance_run_on_commit(run.pk)
         return
     skip_pending_locked(run, actor)
@@ -108,10 +96,10 @@ def gate_edit_args_locked(
     before = {"args": step.args, "idempotency_key": step.idempotency_key}
     digest = Step.args_digest(args)
     key = Step.key_for(run.pk, step.index, step.tool, digest)
-    changed = rows.update_where(
-        Step,
+    changed = step_change(
+        step.pk,
         {"args": args, "args_hash": digest, "idempotency_key": key},
-        {"pk": step.pk, "status": StepStatus.WAITING},
+        status=StepStatus.WAITING,
     )
     if changed != 1:
         raise ConcurrentTransition(f"step {step.pk} is no longer waiting")
@@ -134,9 +122,6 @@ def gate_cancel_locked(*, run: Run, step: Step, actor: Actor) -> None:
 def cancel_open_steps(run: Run, actor: Actor, now: Any) -> None:
     """Cancel every open step of a locked run, closing the gate a step waits at."""
     for step in lock_steps(run, OPEN_STEP_STATUSES):
-        from_state = step.status
-        if from_state == StepStatus.WAITING:
+        if step.status == StepStatus.WAITING:
             gate_cancel_locked(run=run, step=step, actor=actor)
-        step.cancel(now=now)
-        save_step(step, status_was=from_state)
-        record_transition(actor, step, from_state)
+        transition(step, "cancel", actor=actor, now=now)

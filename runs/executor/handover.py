@@ -7,13 +7,11 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from runs.models import Step
-from runs.transitions import record_transition, save_step
+from runs.transitions import transition
 
 
 def hand_over_locked(step: Step, actor: Actor) -> None:
     """Make a locked client step whose turn came (pending, or waiting at a gate that let it
     through) ``ready`` for its client; the audit event carries its idempotency key."""
-    status_was = step.status
-    step.hand_over(now=timezone.now())
-    save_step(step, status_was=status_was)
-    record_transition(actor, step, status_was, idempotency_key=step.idempotency_key)
+    payload = {"idempotency_key": step.idempotency_key}
+    transition(step, "hand_over", actor=actor, now=timezone.now(), payload=payload)

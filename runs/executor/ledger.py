@@ -1,19 +1,24 @@
 """The tool-call ledger: one row per idempotency key with the outcome of its side effect.
+This module alone writes it.
 
 A claim opens the row of its step's key as ``started`` before the tool is called; recording
 the outcome settles it. A key already ``succeeded`` returns its recorded result instead of
 calling the tool again; a non-idempotent call whose row is still ``started`` (its outcome is
-unknown) is never repeated.
+unknown) is never repeated. A client step's row is opened and settled by its client's reports
+(``ledger_report``); an operator settles a call whose outcome was unknown
+(``ledger_settled_by_operator``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentops import rows
+from django.utils import timezone
+
 from runs.executor.call import Outcome
 from runs.models import AgentKind, Run, Step, ToolCall
 from runs.statuses import CallStatus
+from runs.store.writes import ledger_change, ledger_insert, ledger_upsert
 from runs.tools import get_tool
 
 # How a claimed step gets its outcome: call its tool, replay its recorded output (transcript
@@ -36,7 +41,7 @@ def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     replay = run.agent == AgentKind.TRANSCRIPT
     if step.attempts == 1:
         # The key names this step and its arguments: no earlier attempt can have opened it.
-        rows.insert([ToolCall(idempotency_key=step.idempotency_key, **fields)], returning=False)
+        ledger_insert(ToolCall(idempotency_key=step.idempotency_key, **fields))
         return (REPLAY if replay else CALL), None
     call, created = ToolCall.objects.select_for_update().get_or_create(
         idempotency_key=step.idempotency_key, defaults=fields
@@ -66,15 +71,15 @@ def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any) -> None:
     """
     if plan not in (CALL, REPLAY) or outcome.effect_unknown:
         return
-    rows.write_where(
-        ToolCall,
+    ledger_change(
+        step.idempotency_key,
+        step.attempts,
         {
             "status": CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
             "result": outcome.result if outcome.ok else None,
             "duration_ms": outcome.duration_ms,
             "finished_at": now,
         },
-        {"idempotency_key": step.idempotency_key, "attempt": step.attempts},
     )
 
 
@@ -87,3 +92,42 @@ def ledger_outcome_unknown(step: Step) -> bool:
     return ToolCall.objects.filter(
         idempotency_key=step.idempotency_key, status=CallStatus.STARTED
     ).exists()
+
+
+def ledger_report(run: Run, step: Step, kind: str, value: Any, raw: Any, now: Any) -> None:
+    """The ledger row of a client step's key: opened by its client's first report, settled by
+    each (``kind`` ``result`` with ``value`` its result, ``error``, or ``unknown``, which
+    leaves it ``started``); ``raw`` is the report as sent, kept in the row."""
+    status = {
+        "result": CallStatus.SUCCEEDED,
+        "error": CallStatus.FAILED,
+        "unknown": CallStatus.STARTED,
+    }[kind]
+    fields = {
+        "status": status,
+        "attempt": step.attempts,
+        "result": value if kind == "result" else None,
+        "report": raw,
+        "finished_at": None if kind == "unknown" else now,
+    }
+    call = ToolCall(
+        idempotency_key=step.idempotency_key,
+        run=run,
+        step=step,
+        tool=step.tool,
+        started_at=step.started_at or now,
+        **fields,
+    )
+    ledger_upsert(call, list(fields))
+
+
+def ledger_settled_by_operator(step: Step, *, happened: bool, result: Any, settled: Any) -> None:
+    """An operator settled the unknown outcome of ``step``'s call: its ledger row is
+    ``succeeded`` with ``result`` when it ``happened``, else ``failed`` (a new attempt may
+    call the tool under the same key); ``settled`` (who, whether, why) is kept as its report."""
+    ToolCall.objects.filter(idempotency_key=step.idempotency_key).update(
+        status=CallStatus.SUCCEEDED if happened else CallStatus.FAILED,
+        result=result,
+        report={"settled": settled},
+        finished_at=timezone.now(),
+    )

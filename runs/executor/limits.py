@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from agentops import rows
 from agentops.actors import Actor
 from runs.budget import budget_crossing
 from runs.executor.finish import fail_run_locked, skip_pending_locked
@@ -13,6 +12,7 @@ from runs.executor.gates import cancel_open_steps
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import OnBudgetExceeded, Run, Step
 from runs.statuses import RunStatus
+from runs.store.writes import step_change
 
 
 def budget_stops_run_locked(run: Run, actor: Actor) -> bool:
@@ -54,10 +54,9 @@ def budget_gates_step_locked(run: Run, step: Step, actor: Actor) -> bool:
                 escalated.params,
                 found,
             )
-            rows.update_where(
-                Step,
+            step_change(
+                step.pk,
                 {"gate": step.gate, "gate_params": step.gate_params, "budget_crossing": found},
-                {"pk": step.pk},
             )
             return False
     skip_pending_locked(run, actor)

@@ -24,10 +24,10 @@ from audit.selectors import chain_verify
 from audit.services import audit_record, audited_atomic
 from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
-from runs.executor import record
 from runs.executor.entry import run_advance
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus, ToolCall
 from runs.statuses import CallStatus
+from runs.store import step as step_store
 from runs.tools import ToolContext, register
 from runs.transitions import lock_run, save_run
 
@@ -193,7 +193,7 @@ def test_events_stay_in_id_order_when_a_claim_wrote_more_events_than_it_reserved
     """A transaction that writes more events than it reserved ids for gives them ids drawn
     after the ones it reserved for the next transaction: those are then too low for the
     chain, and the next transaction must not use them."""
-    monkeypatch.setattr(record, "_USUAL_EVENTS", 1)
+    monkeypatch.setattr(step_store, "USUAL_EVENTS", 1)
     run = meddled_run(operator, "note", at=1, steps=12)
     assert statuses(run) == [StepStatus.SUCCEEDED] * 12
     # Verified in id order: an event with a lower id than the one it follows breaks the chain.

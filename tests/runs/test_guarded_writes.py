@@ -10,11 +10,11 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
-from agentops import rows
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
+from runs.store import rows
 from runs.transitions import save_run, save_step
 
 pytestmark = pytest.mark.django_db

@@ -27,7 +27,7 @@ from audit.models import AuditEvent
 from projects.services import project_default
 from runs.control.create import run_create
 from runs.executor.entry import step_retry_due
-from runs.executor.record import backoff_seconds
+from runs.executor.outcome import backoff_seconds
 from runs.models import Run, Step, StepAttempt
 from runs.recovery import sweep
 from runs.statuses import AttemptStatus, RunStatus, StepStatus

@@ -19,7 +19,6 @@ from django.utils import timezone
 from django_fsm import FSMField
 
 import tests.tools  # noqa: F401  (registers the test tools)
-from agentops import rows
 from agentops.actors import Actor
 from agentops.clock import DatabaseTime, database_now
 from approvals.models import ApprovalRequest
@@ -33,6 +32,7 @@ from runs.executor.entry import run_advance
 from runs.models import Run, Step
 from runs.recovery import sweep
 from runs.statuses import RunStatus, StepStatus
+from runs.store import rows
 
 pytestmark = pytest.mark.django_db
 

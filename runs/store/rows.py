@@ -6,11 +6,10 @@ of them, so the services that claim steps, record their outcomes and advance run
 write their rows here instead (figures: ``benchmarks/README.md``, "What bounds each figure", and
 ``benchmarks/HISTORY.md``).
 
-Rows are still model instances: loaded as ``Model.from_db`` loads them (without
-``Model.__init__`` when no receiver listens to the model's init signals: ``_built``), with each
-field's own database converters, changed only by their FSM transitions, and written back
+Rows are still model instances: built by ``Model.from_db``, with each field's own database
+converters, changed only by their FSM transitions, and written back
 column by column with each field's own adaptation (``get_db_prep_save``, ``pre_save`` for
-``auto_now`` fields; skipped where it would return the value as it is: ``agentops.adapt``), so
+``auto_now`` fields; skipped where it would return the value as it is: ``runs.store.adapt``), so
 JSON, UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of
 a quick local start.
 An instance loaded here writes back only the fields whose values differ from the row it was
@@ -19,17 +18,19 @@ Every write names a guard (the status or version the row was read with, like dja
 ``ConcurrentTransitionMixin``); a write that finds the row changed raises
 ``ConcurrentTransition``.
 
-Inside ``agentops.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
-answers are not read (``write_where``, ``update``, ``insert`` without ``returning``,
-``execute``) are held and sent together, reads queued with ``select_later`` are answered
-together, and a guarded write is checked by the database before the commit. So a
-transaction of a dozen statements costs a few round trips and a few statements instead of a
-dozen of each.
+Inside ``runs.store.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
+answers are not read (``write_where``, ``update``; ``runs.store.inserts``' ``insert``
+without ``returning``, ``upsert`` and ``execute``) are held and sent together, reads queued
+with ``select_later`` are answered together, and a guarded write is checked by the database
+before the commit. So a transaction of a dozen statements costs a few round trips and a few
+statements instead of a dozen of each.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.metadata
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,13 +40,13 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin
 
-from agentops.adapt import Adapter, Param, adapter_of, param_of
 from agentops.clock import DatabaseTime
-from agentops.pipeline import CACHED_MAX_PARAMS, current_batch
+from runs.store.adapt import Adapter, adapter_of
+from runs.store.pipeline import current_batch
+
+logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Model)
 
@@ -55,7 +56,7 @@ Converter = Callable[[Any, Any, Any], Any]
 _LOADED = "_agentops_rows_loaded"
 
 
-def _db() -> BaseDatabaseWrapper:
+def database() -> BaseDatabaseWrapper:
     # ``django.db.connection`` looks the connection up again on every attribute access, and
     # ``connections[...]`` goes through asgiref's context-aware local: inside a batch (this
     # thread's, so this thread's connection) its own reference is the same object, cheaper.
@@ -64,7 +65,7 @@ def _db() -> BaseDatabaseWrapper:
 
 
 @dataclass(frozen=True)
-class _Table:
+class Table:
     """What reading and writing one model's rows needs, computed once per model."""
 
     name: str
@@ -78,8 +79,8 @@ class _Table:
 
 
 @cache
-def _table(model: type[Model]) -> _Table:
-    db = _db()
+def table_of(model: type[Model]) -> Table:
+    db = database()
     meta = model._meta
     concrete = list(meta.concrete_fields)
     converters = []
@@ -91,7 +92,7 @@ def _table(model: type[Model]) -> _Table:
     fields: dict[str, Field[Any, Any]] = {"pk": meta.pk}
     for field in concrete:
         fields[field.name] = fields[field.attname] = field
-    return _Table(
+    return Table(
         name=db.ops.quote_name(meta.db_table),
         columns=", ".join(db.ops.quote_name(str(f.column)) for f in concrete),
         attnames=[f.attname for f in concrete],
@@ -111,10 +112,10 @@ def _select_sql(
     order_by: str,
     limit: int | None,
 ) -> tuple[str, Sequence[Any]]:
-    db = _db()
+    db = database()
     if not db.features.has_native_uuid_field:
         params = [p.hex if isinstance(p, uuid.UUID) else p for p in params]
-    sql = f"SELECT {_table(model).columns} FROM {_table(model).name} WHERE {where}"  # noqa: S608
+    sql = f"SELECT {table_of(model).columns} FROM {table_of(model).name} WHERE {where}"  # noqa: S608
     if order_by:
         sql += f" ORDER BY {order_by}"
     if limit is not None:
@@ -124,7 +125,7 @@ def _select_sql(
     return sql, params
 
 
-def _converted(table: _Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> list[Any]:
+def _converted(table: Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> list[Any]:
     values = list(row)
     for i, col, converters in table.converters:
         for convert in converters:
@@ -134,51 +135,24 @@ def _converted(table: _Table, row: Sequence[Any], db: BaseDatabaseWrapper) -> li
 
 def column_list(model: type[Model]) -> str:
     """The quoted columns of ``model``'s table, in the order ``instances`` reads them."""
-    return _table(model).columns
+    return table_of(model).columns
 
 
 def width(model: type[Model]) -> int:
     """How many columns a row of ``model`` has in ``column_list``."""
-    return len(_table(model).attnames)
-
-
-# The ``__init__`` methods ``_built`` stands in for: Django's, and django-fsm's, which adds the
-# record of the loaded statuses.
-_PLAIN_INITS = (Model.__init__, ConcurrentTransitionMixin.__init__)
-
-
-def _built(model: type[M], alias: str, attnames: list[str], values: list[Any]) -> M:
-    """``model.from_db(alias, attnames, values)`` for a row of every concrete field, without
-    ``Model.__init__`` when no receiver listens to the model's ``pre_init`` or ``post_init``:
-    the values go straight into the instance's ``__dict__``, where ``__init__`` would put
-    them through each field's descriptor one by one (about a tenth of an executed step's
-    Python). django-fsm's record of the loaded statuses is made as its own ``__init__``
-    makes it. A model whose ``__init__`` is its own goes through it."""
-    if (
-        model.__init__ not in _PLAIN_INITS
-        or pre_init.has_listeners(model)
-        or post_init.has_listeners(model)
-    ):
-        return model.from_db(alias, attnames, values)
-    obj = model.__new__(model)
-    state = obj._state = ModelState()
-    state.adding, state.db = False, alias
-    obj.__dict__.update(zip(attnames, values, strict=True))
-    if isinstance(obj, ConcurrentTransitionMixin):
-        obj._update_initial_state()
-    return obj
+    return len(table_of(model).attnames)
 
 
 def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
     """Instances of ``model`` from rows of its ``column_list`` (tuples as the database sent
-    them), each field converted as the ORM converts it (equal to ``Model.from_db``'s,
-    ``_built``); they write back only what changes."""
-    db = _db()
-    table = _table(model)
+    them), each field converted as the ORM converts it, built by ``Model.from_db``; they write
+    back only what changes."""
+    db = database()
+    table = table_of(model)
     objs = []
     for row in found:
         values = _converted(table, row, db)
-        obj = _built(model, db.alias, table.attnames, values)
+        obj = model.from_db(db.alias, table.attnames, values)
         # Converted values that are objects (JSON) may be changed in place: keep the row too.
         setattr(obj, _LOADED, (row, values[:]))
         objs.append(obj)
@@ -189,7 +163,7 @@ def mark_saved(obj: Model) -> None:
     """Record that the row of ``obj`` now holds the instance's values (a transaction that
     wrote them has committed): a later ``update`` of it writes only what changes after this.
     Its JSON values are copied, so that changing them in place later counts as a change."""
-    table = _table(type(obj))
+    table = table_of(type(obj))
     values = [getattr(obj, attname) for attname in table.attnames]
     copies = [copy.deepcopy(v) if isinstance(v, (dict, list)) else v for v in values]
     obj.__dict__[_LOADED] = (None, copies)
@@ -198,12 +172,9 @@ def mark_saved(obj: Model) -> None:
 def clone(obj: M) -> M:
     """A separate instance with the same values as ``obj`` (JSON values shared, not copied:
     assign new ones rather than change them in place) and the same record of what its row
-    holds, for changes that may be given up without touching ``obj``."""
-    twin = type(obj).__new__(type(obj))
-    twin.__dict__.update(obj.__dict__)
-    state = twin._state = ModelState()
-    state.adding, state.db = obj._state.adding, obj._state.db
-    return twin
+    holds, for changes that may be given up without touching ``obj`` (``copy.copy``, which
+    Django's ``Model.__getstate__`` gives a state of its own)."""
+    return copy.copy(obj)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -218,14 +189,14 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _changed(obj: Model, table: _Table, names: Sequence[str]) -> list[str]:
+def _changed(obj: Model, table: Table, names: Sequence[str]) -> list[str]:
     """Which of the fields ``names`` of ``obj`` differ from the row it was loaded from (all of
     them for an instance not loaded here, or already written back once)."""
     loaded = obj.__dict__.pop(_LOADED, None)
     if loaded is None:
         return list(names)
     row, values = loaded
-    db = _db()
+    db = database()
     changed = []
     for name in names:
         i = table.index[name]
@@ -269,7 +240,7 @@ def select(
         found = cursor.fetchall()
         cursor.close()
     else:
-        with _db().cursor() as cursor:
+        with database().cursor() as cursor:
             cursor.execute(sql, params)
             found = cursor.fetchall()
     return instances(model, found)
@@ -284,7 +255,7 @@ def select_later(
     order_by: str = "",
     limit: int | None = None,
 ) -> Callable[[], list[M]]:
-    """``select`` queued in this thread's batch (``agentops.pipeline.current_batch``);
+    """``select`` queued in this thread's batch (``runs.store.pipeline.current_batch``);
     returns the function that reads its instances after the batch's next ``sync`` (called
     earlier, it waits for them: a round trip).
 
@@ -306,7 +277,7 @@ def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
         django.core.exceptions.ValidationError: ``pk`` is not a valid key (e.g. not a UUID).
     """
     field = model._meta.pk
-    key = field.get_db_prep_value(field.to_python(pk), _db())
+    key = field.get_db_prep_value(field.to_python(pk), database())
     found = select(model, f"{field.column} = %s", [key], lock=lock)
     if not found:
         raise model.DoesNotExist(f"no {model._meta.model_name} {pk}")  # type: ignore[attr-defined]
@@ -323,9 +294,9 @@ def _update_sql(
 ) -> tuple[str, list[Adapter]]:
     """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), those in
     ``clocked`` to the database's clock plus a parameter's seconds (``DatabaseTime``), and the
-    adaptation of each of its parameters' values (``agentops.adapt``), in order."""
-    db = _db()
-    table = _table(model)
+    adaptation of each of its parameters' values (``runs.store.adapt``), in order."""
+    db = database()
+    table = table_of(model)
     fields = [table.fields[name] for name in (*names, *where)]
     columns = [
         f"{db.ops.quote_name(str(f.column))} = "
@@ -348,7 +319,7 @@ def _update_params(
     """The UPDATE of ``update_where`` and its parameters. A ``DatabaseTime`` value is written
     as the database's clock on PostgreSQL, as this host's (the database's: one host) on
     SQLite."""
-    db = _db()
+    db = database()
     clocked = frozenset(name for name, value in values.items() if isinstance(value, DatabaseTime))
     if clocked and db.vendor != "postgresql":
         values = {k: v.on_host() if k in clocked else v for k, v in values.items()}
@@ -371,7 +342,7 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
         cursor = batch.queue(sql, params)
         batch.sync()
         return int(cursor.rowcount)
-    with _db().cursor() as cursor:
+    with database().cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
@@ -414,7 +385,7 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
         TypeError: the model declares no ``UPDATED_FIELDS``.
     """
     model = type(obj)
-    table = _table(model)
+    table = table_of(model)
     names = _changed(obj, table, updated_fields(model))
     values = {name: getattr(obj, table.fields[name].attname) for name in names}
     for name in table.auto_now:
@@ -425,162 +396,45 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
     if batch is not None:
         batch.write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed)
     else:
-        with _db().cursor() as cursor:
+        with database().cursor() as cursor:
             cursor.execute(sql, params)
             if cursor.rowcount != 1:
                 raise changed
     # Keep ConcurrentTransitionMixin's record of the saved status in step with the row, so
     # an ORM save of the same instance later is guarded by the new status.
-    update_initial_state = getattr(obj, "_update_initial_state", None)
-    if update_initial_state is not None:
-        update_initial_state()
+    fsm_record_saved(obj)
 
 
-def _by_column(db: BaseDatabaseWrapper, fields: list[Field[Any, Any]]) -> bool:
-    """Whether rows of ``fields`` can be inserted as one array per column: on PostgreSQL,
-    when every field has one of the backend's own types (the conditions of Django's
-    ``bulk_create``, ``SQLInsertCompiler.assemble_as_sql`` for PostgreSQL)."""
-    return db.vendor == "postgresql" and all(
-        not hasattr(f, "get_placeholder")
-        and (f.target_field if f.is_relation else f).get_internal_type()  # type: ignore[attr-defined]
-        in db.data_types
-        for f in fields
-    )
+# The django-fsm-2 releases whose ``ConcurrentTransitionMixin`` keeps the statuses an instance
+# was saved with through ``_update_initial_state`` (what its own ``save`` calls).
+FSM_SAVED_STATE_RELEASES = ("4.",)
 
 
 @cache
-def _insert_sql(
-    model: type[Model], rows: int, with_pk: bool, returning: bool
-) -> tuple[str, list[Param], bool]:
-    """The INSERT of ``rows`` new rows (returning their primary keys with ``returning``), what
-    gives each of one row's parameters from its instance (``agentops.adapt``), in order, and
-    whether the parameters go by column.
-
-    By column (more values than psycopg keeps the parsed form of a statement for,
-    ``agentops.pipeline.CACHED_MAX_PARAMS``; ``_by_column``), each parameter is
-    the array of one column's values, unnested into rows, as Django's ``bulk_create`` does on
-    PostgreSQL: the text is the same for any number of rows, so psycopg parses it once and
-    PostgreSQL plans it once, where a ``VALUES`` list is new text for each number of rows and
-    one longer than 4 KB is parsed again by psycopg on every use (``psycopg._queries``,
-    MAX_CACHED_STATEMENT_LENGTH; about 2 ms of CPU for a run's 25 steps on the development
-    machine)."""
-    db = _db()
-    meta = model._meta
-    fields = [f for f in meta.concrete_fields if with_pk or f is not meta.pk]
-    columns = ", ".join(db.ops.quote_name(str(f.column)) for f in fields)
-    # Up to the limit a VALUES list is cheaper: psycopg dumps each value in C, an array
-    # element by element in Python (a step's three audit events: about 20 us of CPU as 48
-    # values, 140 us as 16 arrays, on the development machine).
-    by_column = rows * len(fields) > CACHED_MAX_PARAMS and _by_column(db, fields)
-    if by_column:
-        # Without the type's modifiers (varchar, not varchar(64)), as Django: no truncation.
-        # In binary (``%b``): psycopg writes each element's binary form, where the text form
-        # runs two regular expressions an element to quote it (creating a run of 25 steps:
-        # about 2.5 ms of CPU less on the development machine, a sixth of the request).
-        arrays = ", ".join(f"(%b)::{str(f.db_type(db)).split('(')[0]}[]" for f in fields)
-        source = f"SELECT * FROM UNNEST({arrays})"  # noqa: S608 (types from the model)
-    else:
-        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        source = f"VALUES {', '.join([row] * rows)}"
-    sql = f"INSERT INTO {_table(model).name} ({columns}) {source}"
-    if returning:
-        sql += f" RETURNING {db.ops.quote_name(str(meta.pk.column))}"
-    return sql, [param_of(f, db.vendor, add=True) for f in fields], by_column
-
-
-def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
-    """``INSERT`` new instances of one model in one statement and set their primary keys.
-
-    Fields are prepared as ``Model.save`` prepares them (defaults, ``auto_now_add``); many
-    values go as one array per column (``_insert_sql``). Returns ``objs``. Without
-    ``returning`` the keys the database gives are not read back (instances whose key is set
-    keep it), and inside a batch the INSERT is held and sent with the batch's other writes.
-    """
-    if not objs:
-        return objs
-    db = _db()
-    model = type(objs[0])
-    with_pk = objs[0].pk is not None
-    sql, makers, by_column = _insert_sql(model, len(objs), with_pk, returning)
-    if by_column:
-        params = [[make(obj, db) for obj in objs] for make in makers]
-    else:
-        params = [make(obj, db) for obj in objs for make in makers]
-    batch = current_batch()
-    if not returning:
-        if batch is not None:
-            batch.write(sql, params, table=model._meta.db_table, insert=True)
-        else:
-            with db.cursor() as cursor:
-                cursor.execute(sql, params)
-        for obj in objs:
-            obj._state.adding = not with_pk
-            obj._state.db = db.alias
-        return objs
-    if batch is not None:
-        cursor = batch.queue(sql, params)
-        batch.sync()
-        keys = cursor.fetchall()
-    else:
-        with db.cursor() as cursor:
-            cursor.execute(sql, params)
-            keys = cursor.fetchall()
-    # PostgreSQL and SQLite return the rows of a multi-row VALUES in order (Django's
-    # bulk_create relies on the same).
-    for obj, (key,) in zip(objs, keys, strict=True):
-        obj.pk = key
-        obj._state.adding = False
-        obj._state.db = db.alias
-    return objs
-
-
-@cache
-def _upsert_sql(model: type[Model], key: str, fields: tuple[str, ...]) -> tuple[str, list[Param]]:
-    db = _db()
-    sql, columns, _ = _insert_sql(model, 1, False, False)
-    table = _table(model)
-    column = db.ops.quote_name(str(table.fields[key].column))
-    sets = ", ".join(
-        f"{db.ops.quote_name(str(table.fields[name].column))} = EXCLUDED."
-        f"{db.ops.quote_name(str(table.fields[name].column))}"
-        for name in fields
+def _fsm_saved_state_supported() -> bool:
+    version = importlib.metadata.version("django-fsm-2")
+    if version.startswith(FSM_SAVED_STATE_RELEASES):
+        return True
+    logger.warning(
+        "django-fsm-2 %s: saved statuses are read back from the database (written for %s)",
+        version,
+        ", ".join(FSM_SAVED_STATE_RELEASES),
     )
-    return f"{sql} ON CONFLICT ({column}) DO UPDATE SET {sets}", columns
+    return False
 
 
-def upsert(obj: Model, *, key: str, fields: Sequence[str]) -> None:
-    """``INSERT`` a new instance, or, when a row with the same value of its unique field
-    ``key`` exists, set that row's ``fields`` to the instance's values (``ON CONFLICT ... DO
-    UPDATE``; PostgreSQL and SQLite). The key the database gives is not read back; inside a
-    batch the statement is held and sent with the batch's other writes."""
-    db = _db()
-    model = type(obj)
-    sql, columns = _upsert_sql(model, key, tuple(fields))
-    params = [make(obj, db) for make in columns]
-    execute(sql, params, table=model._meta.db_table, row=getattr(obj, key))
-
-
-def execute(
-    sql: str,
-    params: Sequence[Any],
-    *,
-    table: str,
-    row: Any = None,
-    insert: bool = False,
-    expect_one: Exception | None = None,
-) -> None:
-    """Run one INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` whose answer is
-    not read (``row`` and ``insert`` as ``Batch.write``); with ``expect_one``, raise it unless
-    the statement changed exactly one row. Inside a batch it is held and sent with the batch's
-    other writes, and checked at the next sync (before the commit)."""
-    batch = current_batch()
-    if batch is not None:
-        batch.write(sql, params, table=table, row=row, insert=insert, expect_one=expect_one)
+def fsm_record_saved(obj: Model) -> None:
+    """Tell ``obj``'s ``ConcurrentTransitionMixin`` (if it has one) that its statuses are
+    saved, as its ``save`` would. On a django-fsm-2 release not in ``FSM_SAVED_STATE_RELEASES``
+    the statuses are read back with Django's public ``refresh_from_db`` instead (one query),
+    and a warning is logged once; ``tests/runs/store/test_rows.py::
+    test_fsm_saved_state_is_recorded_on_the_installed_django_fsm`` fails on such a release."""
+    if not isinstance(obj, ConcurrentTransitionMixin):
         return
-    with _db().cursor() as cursor:
-        cursor.execute(sql, params)
-        if expect_one is not None and cursor.rowcount != 1:
-            raise expect_one
+    if _fsm_saved_state_supported():
+        obj._update_initial_state()
+    else:
+        obj.refresh_from_db(fields=[field.attname for field in obj.state_fields])
 
 
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -588,6 +442,6 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     batch = current_batch()
     if batch is not None:
         return batch.fetch_later(sql, params)()
-    with _db().cursor() as cursor:
+    with database().cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())

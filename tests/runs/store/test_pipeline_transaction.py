@@ -1,7 +1,6 @@
-"""A batch that begins its own transaction (``pipeline.batch(transaction=True)``, the
-outermost ``audited_atomic(pipelined=True)``): BEGIN with the first statements, COMMIT with
-the last writes, guards checked by the database before that COMMIT, and everything still one
-transaction, as another connection sees it."""
+"""A pipelined transaction (``pipelined_atomic``): Django owns it (its BEGIN, COMMIT and
+ROLLBACK), the batch inside it sends the statements, the guards are checked by the database
+before Django commits, and everything is one transaction, as another connection sees it."""
 
 import select
 from collections.abc import Callable
@@ -12,12 +11,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django_fsm import ConcurrentTransition
 
-from agentops import pipeline, rows
 from agentops.actors import Actor
-from audit.services import audited_atomic
 from runs import wakeups
 from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
+from runs.store import inserts, pipeline, rows
+from runs.store.transaction import pipelined_atomic
 from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import round_trips
 
@@ -85,11 +84,11 @@ def connection_is_idle() -> bool:
 
 def test_the_writes_are_one_transaction_committed_at_the_end(run):
     step = run.steps.order_by("index").first()
-    with audited_atomic(pipelined=True):
+    with pipelined_atomic():
         batch = pipeline.current_batch()
         assert batch is not None
         assert batch.pipelined
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
         batch.sync()  # the INSERT has run on the server...
         assert checkpoints_seen_by_others(run) == 0  # ...inside a transaction not yet committed
     assert checkpoints_seen_by_others(run) == 1
@@ -104,8 +103,8 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
         loaded[pk].enqueue()
 
     def write_both() -> None:
-        with audited_atomic(pipelined=True):
-            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        with pipelined_atomic():
+            inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
             for pk in (first.pk, second.pk):
                 rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
 
@@ -117,7 +116,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
     assert statuses == {first.pk: StepStatus.PENDING, second.pk: StepStatus.SKIPPED}
     assert connection_is_idle()
     # The connection goes on as before: the next transaction commits.
-    with audited_atomic(pipelined=True):
+    with pipelined_atomic():
         rows.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=first.pk).status == StepStatus.QUEUED
 
@@ -129,7 +128,7 @@ class Stale(Exception):
 def _check_then_insert(run: Run, step: Step, before_the_writes: Callable[[], None]) -> None:
     """A pipelined transaction: a check that fails (the step is pending, not queued), then
     ``before_the_writes``, then an INSERT held until the block ends."""
-    with audited_atomic(pipelined=True):
+    with pipelined_atomic():
         batch = pipeline.current_batch()
         assert batch is not None
         batch.expect_later(
@@ -138,53 +137,26 @@ def _check_then_insert(run: Run, step: Step, before_the_writes: Callable[[], Non
             Stale("not queued"),
         )
         before_the_writes()
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
 
 
-def test_a_failed_check_fails_the_commit_in_the_same_round_trip_and_writes_nothing(
-    run, monkeypatch
-):
-    """The COMMIT goes out before the check's answer can come back: another connection holds
-    the step table until the COMMIT has been handed to libpq, so the check cannot run
-    earlier. (Left to timing, PostgreSQL may answer a failed check before the last writes are
-    sent: it sends an error at once, and psycopg reads it while sending the next statement;
-    the batch then stops before its COMMIT. The next test covers that order.)"""
+def test_a_failed_check_fails_the_block_before_django_commits_and_writes_nothing(run):
+    """The check's answer comes with the held writes, before Django's COMMIT: the block fails
+    with the check's error, Django rolls back, and nothing is written."""
     first = run.steps.order_by("index").first()
-    connection.ensure_connection()
-    holder = observer()
-    holder.autocommit = False
-    # A failing test must not leave the lock held for ever (the block below would wait).
-    holder.execute("SET idle_in_transaction_session_timeout = '30s'")
-    holder.execute("LOCK TABLE runs_step IN ACCESS EXCLUSIVE MODE")
-    conn = connection.connection
-    factory = conn.cursor_factory
-
-    class ReleaseAfterCommit(factory):  # type: ignore[misc,valid-type]
-        def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def]
-            done = super().execute(query, params, **kwargs)
-            if query == b"COMMIT":
-                holder.rollback()  # the check may run now: after the COMMIT was sent
-            return done
-
-    monkeypatch.setattr(conn, "cursor_factory", ReleaseAfterCommit)
-    try:
-        with round_trips(connection) as trips, pytest.raises(Stale):
-            _check_then_insert(run, first, lambda: None)
-    finally:
-        holder.close()
-    # The COMMIT went with the check: only the database's own check kept the INSERT out.
-    assert trips.commits == 1
+    with round_trips(connection) as trips, pytest.raises(Stale):
+        _check_then_insert(run, first, lambda: None)
+    assert trips.commits == 0
     assert checkpoints_seen_by_others(run) == 0
     assert connection_is_idle()
 
 
 def test_a_check_answered_before_the_writes_are_sent_fails_the_block_as_well(run):
-    """The other order, which the previous test left to chance before: the check's error is
-    in the socket before the held writes go out (PostgreSQL sends an error at once, without
-    waiting for the pipeline's sync). psycopg reads it while sending the INSERT, so the batch
-    stops before its COMMIT and rolls the transaction back: nothing is written, the block
-    fails with the check's error, and the connection (and the statements psycopg prepares
-    on their fifth use) goes on working."""
+    """The other order: the check's error is in the socket before the held writes go out
+    (PostgreSQL sends an error at once, without waiting for the pipeline's sync). psycopg
+    reads it while sending the INSERT, so the batch stops there and Django rolls the
+    transaction back: nothing is written, the block fails with the check's error, and the
+    connection (and the statements psycopg prepares on their fifth use) goes on working."""
     first = run.steps.order_by("index").first()
     connection.ensure_connection()
     pgconn = connection.connection.pgconn
@@ -206,7 +178,7 @@ def test_a_check_answered_before_the_writes_are_sent_fails_the_block_as_well(run
 
 def test_a_check_that_holds_lets_the_writes_commit(run):
     first = run.steps.order_by("index").first()
-    with audited_atomic(pipelined=True):
+    with pipelined_atomic():
         batch = pipeline.current_batch()
         assert batch is not None
         batch.expect_later(
@@ -214,7 +186,7 @@ def test_a_check_that_holds_lets_the_writes_commit(run):
             [first.pk, StepStatus.PENDING],
             Stale("not pending"),
         )
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
     assert checkpoints_seen_by_others(run) == 1
 
 
@@ -222,8 +194,8 @@ def test_an_error_in_the_block_rolls_the_transaction_back(run):
     step = run.steps.order_by("index").first()
 
     def give_up() -> None:
-        with audited_atomic(pipelined=True):
-            rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        with pipelined_atomic():
+            inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
             pipeline.current_batch().sync()  # type: ignore[union-attr]
             raise GaveUp
 
@@ -238,8 +210,8 @@ def test_an_error_in_the_block_rolls_the_transaction_back(run):
 
 def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
     first, second = list(run.steps.order_by("index"))
-    with audited_atomic(pipelined=True):
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+    with pipelined_atomic():
+        inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
         Step.objects.filter(pk=second.pk).update(rationale="by the ORM")
         assert pipeline.current_batch() is None
         assert checkpoints_seen_by_others(run) == 0
@@ -247,8 +219,8 @@ def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
     assert Step.objects.get(pk=second.pk).rationale == "by the ORM"
 
     def give_up_after_the_orm() -> None:
-        with audited_atomic(pipelined=True):
-            rows.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
+        with pipelined_atomic():
+            inserts.insert([Checkpoint(run=run, step=second, index=1, state={})], returning=False)
             Step.objects.filter(pk=second.pk).update(rationale="rolled back")
             raise GaveUp
 
@@ -259,25 +231,25 @@ def test_an_orm_statement_ends_the_pipeline_and_django_commits_the_rest(run):
     assert connection_is_idle()
 
 
-def test_a_recorded_step_costs_one_round_trip_and_one_commit(monkeypatch):
-    """Each step after the second: BEGIN, the check of what the claim's transaction left, the
-    writes, the audit events, the next step's claim, what the next transaction needs and the
-    COMMIT, in one round trip."""
+def test_a_recorded_step_costs_three_round_trips_and_one_commit(monkeypatch):
+    """Each step after the second: Django's BEGIN (psycopg waits for it); the check of what the
+    claim's transaction left, the writes, the audit events, the next step's claim and what
+    the next transaction needs, in one round trip; Django's COMMIT."""
     monkeypatch.setattr(settings, "AGENTOPS_CLAIM_NEXT_SECONDS", 60)
     # No wake-up reaches the (eager) tasks: this test's worker runs each run from its start.
     monkeypatch.setattr(wakeups, "_installed", [Silent()])
     short, long = recorded_run(11), recorded_run(21)
-    assert (long.count - short.count, long.commits - short.commits) == (10, 10)
+    assert (long.count - short.count, long.commits - short.commits) == (30, 10)
 
 
-def test_a_client_step_appended_and_reported_costs_four_round_trips(operator):
-    """Appending (BEGIN with the locks and reads; the writes and COMMIT) and reporting (the
-    same) a low-risk client step, as the MCP gateway does for each call."""
+def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
+    """Appending (BEGIN; the locks and reads; the writes; COMMIT) and reporting (the same) a
+    low-risk client step, as the MCP gateway does for each call."""
     actor = Actor.for_user(operator)
     run = run_create(actor=actor, agent="client", goal="client round trips")
     client_call(actor, run.pk, 0)  # the first call of a run also starts it
     calls = [client_call(actor, run.pk, n) for n in (1, 2, 3)]
-    assert [(trips.count, trips.commits) for trips in calls] == [(4, 2)] * 3
+    assert [(trips.count, trips.commits) for trips in calls] == [(8, 2)] * 3
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]

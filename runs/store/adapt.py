@@ -1,4 +1,4 @@
-"""Field values as the database takes them, for ``agentops.rows``: what Django's
+"""Field values as the database takes them, for ``runs.store.rows``: what Django's
 ``Field.pre_save`` and ``Field.get_db_prep_save`` give, without calling them where they would
 hand the value back unchanged.
 

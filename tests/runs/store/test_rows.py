@@ -1,5 +1,6 @@
 """The executor's plain-SQL rows read and write exactly what the ORM would."""
 
+import importlib.metadata
 import uuid
 from datetime import datetime
 
@@ -9,11 +10,11 @@ from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
-from agentops import rows
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
+from runs.store import inserts, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +50,7 @@ def _instance_state(obj):
 def test_instances_are_built_as_from_db_builds_them(model, run):
     # Executed, so that the run has rows of every model on the hot path.
     run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
-    table = rows._table(model)
+    table = rows.table_of(model)
     found = rows.fetch(f"SELECT {rows.column_list(model)} FROM {table.name}", [])  # noqa: S608
     assert found, model
     built = rows.instances(model, found)
@@ -115,6 +116,21 @@ def test_update_writes_the_declared_fields_and_updated_at_only(run):
     step.save()
 
 
+def test_fsm_saved_state_is_recorded_on_the_installed_django_fsm(run):
+    """Fails on a django-fsm-2 release ``rows.fsm_record_saved`` was not written for: check
+    that ``ConcurrentTransitionMixin.save`` still calls ``_update_initial_state`` and guards
+    on what it recorded, then add the release to ``FSM_SAVED_STATE_RELEASES``."""
+    assert importlib.metadata.version("django-fsm-2").startswith(rows.FSM_SAVED_STATE_RELEASES)
+    step = rows.get(Step, run.steps.first().pk)
+    step.enqueue()
+    with CaptureQueriesContext(connection) as queries:
+        rows.update(step, guard={"status": StepStatus.PENDING})
+    assert len(queries) == 1, "the statuses were read back: the release is not supported"
+    Step.objects.filter(pk=step.pk).update(status=StepStatus.RUNNING)
+    with pytest.raises(ConcurrentTransition):
+        step.save()
+
+
 def test_after_mark_saved_an_update_writes_only_what_changed_since(run):
     step = rows.get(Step, run.steps.first().pk)
     step.enqueue()
@@ -173,7 +189,7 @@ def test_insert_sets_keys_and_creation_times_in_order(run):
     checkpoints = [
         Checkpoint(run=run, step=s, index=s.index, state={"after": s.index}) for s in steps
     ]
-    rows.insert(checkpoints)
+    inserts.insert(checkpoints)
     assert all(c.pk is not None and c.created_at is not None for c in checkpoints)
     stored = {c.pk: c.state for c in Checkpoint.objects.filter(run=run)}
     assert [stored[c.pk] for c in checkpoints] == [{"after": 0}, {"after": 1}]
@@ -207,7 +223,7 @@ def test_rows_inserted_by_column_keep_every_value_and_their_order(run, operator)
         )
         for i, text in enumerate(AWKWARD)
     ]
-    rows.insert(steps)
+    inserts.insert(steps)
     assert len({s.pk for s in steps}) == len(AWKWARD)
     stored = {s.pk: s for s in Step.objects.filter(run=run, index__gte=10)}
     for i, text in enumerate(AWKWARD):
@@ -230,7 +246,7 @@ def test_an_insert_of_many_rows_has_one_text_for_any_number_of_rows(run):
             for i in range(count)
         ]
         with CaptureQueriesContext(connection) as queries:
-            rows.insert(steps, returning=False)
+            inserts.insert(steps, returning=False)
         texts.add(queries.captured_queries[-1]["sql"].split(" SELECT ")[0])
         assert Step.objects.filter(run=run, index__gte=100 * count).count() == count
     if connection.vendor == "postgresql":

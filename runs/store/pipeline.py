@@ -1,6 +1,6 @@
 """Pipelined statements for the executor's hot path: ``batch()`` and its ``Batch``.
 
-Inside ``batch()`` (PostgreSQL) the statements of ``agentops.rows`` are pipelined (psycopg's
+Inside ``batch()`` (PostgreSQL) the statements of ``runs.store.rows`` are pipelined (psycopg's
 pipeline mode): each is sent without waiting for its answer, and one round trip
 (``Batch.sync``) brings all the answers back. Writes whose answers are not read are held and
 sent as one statement of data-modifying CTEs when something else is sent or the batch syncs.
@@ -10,11 +10,11 @@ several, fails its statement, so the transaction can never commit it, even when 
 travels in the same round trip. A check of what was read earlier (``Batch.expect_later``: a
 SELECT that must find one row) fails the same way.
 
-A batch opened with ``transaction`` at the start of a transaction (the outermost
-``transaction.atomic``) also sends that transaction's BEGIN with its first statements and its
-COMMIT with its last writes: a transaction of a dozen statements costs two round trips (reads,
-then writes and COMMIT) instead of a dozen. Django still runs its on-commit callbacks: its own
-COMMIT finds the transaction already committed and psycopg sends nothing.
+Django owns the transaction: a batch is opened inside ``transaction.atomic``
+(``runs.store.transaction.pipelined_atomic``) through psycopg's public
+``Connection.pipeline``, and closed (everything sent, every check answered) before Django
+commits. psycopg sends the transaction's BEGIN, and waits for it, before the batch's first
+statement.
 
 On SQLite (the embedded quick-start default) each statement runs at once.
 """
@@ -22,6 +22,7 @@ On SQLite (the embedded quick-start default) each statement runs at once.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -31,6 +32,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+logger = logging.getLogger(__name__)
 
 # The SQLSTATE ``agentops_expect_one`` raises (runs/migrations/0015_expect_one_function.py).
 EXPECT_ONE_SQLSTATE = "AO001"
@@ -85,7 +88,7 @@ class _Held:
 
 # psycopg keeps the parsed form of a statement only up to these sizes (psycopg._queries,
 # MAX_CACHED_STATEMENT_LENGTH and _PARAMS); a longer combined write would be parsed again on
-# every use, which costs more than the statements it combines. ``agentops.rows`` sizes its
+# every use, which costs more than the statements it combines. ``runs.store.rows`` sizes its
 # INSERTs by the same parameter limit.
 _COMBINED_MAX_LENGTH = 3800
 CACHED_MAX_PARAMS = 50
@@ -126,7 +129,7 @@ class Batch:
     pipeline they would not have arrived yet. What follows runs statement by statement.
     """
 
-    def __init__(self, *, transaction: bool = False) -> None:
+    def __init__(self) -> None:
         self.db = _db()
         self._stack = ExitStack()
         self._pipeline: Any = None
@@ -134,33 +137,13 @@ class Batch:
         self._sent = False
         # The ``expect_one`` errors of the guarded writes sent, by the number of their check.
         self._checks: list[Exception] = []
-        # Whether this batch began the transaction (and so owes its COMMIT or ROLLBACK).
-        self._began = False
         if self.db.vendor != "postgresql":
             return
         self.db.ensure_connection()
-        conn = self.db.connection
-        # psycopg sends its own BEGIN and waits for it (a round trip) before the first statement
-        # of a transaction in a pipeline. Starting the transaction here instead lets the BEGIN
-        # travel with the first statements: psycopg, told the session is in autocommit, sends
-        # none, and the explicit BEGIN below makes the statements one transaction all the same.
-        own = (
-            transaction
-            and not conn.autocommit
-            and conn.pgconn.transaction_status == _IDLE
-            and conn.isolation_level is None
-            and conn.read_only is None
-            and conn.deferrable is None
-        )
         try:
             with self.db.wrap_database_errors:
-                if own:
-                    conn.autocommit = True
-                    self._began = True
-                self._pipeline = self._stack.enter_context(conn.pipeline())
+                self._pipeline = self._stack.enter_context(self.db.connection.pipeline())
             self._stack.enter_context(self.db.execute_wrapper(self._outside_statement))
-            if own:
-                self._command(b"BEGIN")
         except BaseException:
             self.abandon()
             raise
@@ -184,20 +167,11 @@ class Batch:
         try:
             cursor.execute(sql, params)
         except DatabaseError as error:
-            raise self._failed_check(error) from error
+            raise self.failed_check(error) from error
         finally:
             _local.issuing = False
         self._sent = self._pipeline is not None
         return cursor
-
-    def _command(self, sql: bytes) -> None:
-        # Straight to psycopg, never prepared (a named prepared BEGIN would gain nothing).
-        try:
-            with self.db.wrap_database_errors:
-                self.db.connection.cursor().execute(sql, prepare=False)
-        except DatabaseError as error:
-            raise self._failed_check(error) from error
-        self._sent = True
 
     def queue(self, sql: str, params: Sequence[Any]) -> Any:
         """Send one statement (``%s`` parameters), after the writes held before it, without
@@ -287,9 +261,10 @@ class Batch:
         self.queue(check, [*params, len(self._checks)])
         self._checks.append(error)
 
-    def _failed_check(self, error: DatabaseError) -> Exception:
-        """The ``expect_one`` error of the guarded write whose check failed ``error``, or
-        ``error`` itself when no check failed it."""
+    def failed_check(self, error: DatabaseError) -> Exception:
+        """The ``expect_one`` error of the guarded write whose check failed ``error`` (raised
+        by a sync, or by the COMMIT that travelled in the pipeline), or ``error`` itself when
+        no check failed it."""
         cause = error.__cause__
         if getattr(cause, "sqlstate", None) != EXPECT_ONE_SQLSTATE:
             return error
@@ -313,14 +288,13 @@ class Batch:
             with self.db.wrap_database_errors:
                 self._pipeline.sync()
         except DatabaseError as error:
-            raise self._failed_check(error) from error
+            raise self.failed_check(error) from error
         self._sent = False
 
-    def close(self, *, commit: bool = False) -> None:
-        """Send what is held and leave pipeline mode (one round trip); what follows runs
-        statement by statement, in the same transaction. With ``commit`` (the block that
-        opened the batch ended), a batch that began the transaction commits it in the same
-        round trip.
+    def close(self) -> None:
+        """Send what is held and leave pipeline mode (one round trip when anything is
+        pending); what follows runs statement by statement. Closing a closed batch does
+        nothing.
 
         Raises:
             as ``sync``.
@@ -330,25 +304,19 @@ class Batch:
         if self._pipeline is None:
             return
         self._send_held()
-        if commit and self._began:
-            self._command(b"COMMIT")
         self._pipeline = None
         try:
             with self.db.wrap_database_errors:
                 self._stack.close()
         except DatabaseError as error:
-            raise self._failed_check(error) from error
-        if commit and self._began:
-            self._autocommit_off()
+            raise self.failed_check(error) from error
 
     def abandon(self) -> None:
-        """Leave pipeline mode after an error in the block (what the pipeline still held is
-        discarded or fails); a transaction this batch began is rolled back, so that Django's
-        own rollback finds nothing left to do. It is rolled back through psycopg's
-        ``rollback()``, which also drops the session's prepared statements: psycopg may have
-        recorded a statement of the failed pipeline as prepared though its PREPARE never ran
-        (the error arrived while it was being sent), and would then execute it by a name the
-        server does not know."""
+        """Leave pipeline mode after an error ended the block: what the pipeline still held is
+        discarded or fails (psycopg collects every answer before it leaves). Django's atomic
+        block then rolls the transaction back. An error while leaving is the pipeline's
+        answer to what already failed: it is logged, and the error that ended the block is
+        the one raised."""
         if _local.batch is self:
             _local.batch = None
         self._pipeline = None
@@ -356,23 +324,7 @@ class Batch:
             with self.db.wrap_database_errors:
                 self._stack.close()
         except DatabaseError:
-            pass  # the error that ended the block is the one to report
-        self._end_failed()
-
-    def _end_failed(self) -> None:
-        if not self._began:
-            return
-        conn = self.db.connection
-        try:
-            if conn.pgconn.transaction_status != _IDLE:
-                conn.rollback()
-            self._autocommit_off()
-        except Exception:  # noqa: S110  # a broken connection: Django's rollback deals with it
-            pass
-
-    def _autocommit_off(self) -> None:
-        # Back to what Django set for its atomic block; the transaction is over (IDLE).
-        self.db.connection.autocommit = False
+            logger.warning("leaving a failed pipeline", exc_info=True)
 
 
 class _Local(threading.local):
@@ -382,30 +334,35 @@ class _Local(threading.local):
 
 _local = _Local()
 
-# libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE).
-_IDLE = 0
-
 
 @contextmanager
-def batch(*, transaction: bool = False) -> Iterator[Batch]:
-    """A ``Batch`` for the statements of ``agentops.rows`` in this block (and this thread),
+def batch() -> Iterator[Batch]:
+    """A ``Batch`` for the statements of ``runs.store.rows`` in this block (and this thread),
     closed (what it holds sent and checked) when the block ends. Open it inside
-    ``transaction.atomic``, so the checks come before the commit; with ``transaction``, right
-    at the start of the outermost one: the batch then sends the transaction's BEGIN and, when
-    the block ends without an error, its COMMIT (see the module's docstring).
+    ``transaction.atomic`` (after the block's savepoint, which is a statement from elsewhere
+    and would close it), so that the checks come before the commit.
 
     Raises:
         RuntimeError: a batch is already open in this thread.
+        the ``expect_one`` error of a write whose check failed (``Batch.failed_check``).
+        django.db.DatabaseError: a statement failed.
     """
     if _local.batch is not None:
         raise RuntimeError("batches do not nest")
-    opened = _local.batch = Batch(transaction=transaction)
+    opened = _local.batch = Batch()
     try:
         yield opened
-        opened.close(commit=True)
+        opened.close()
+    except DatabaseError as error:
+        opened.abandon()
+        found = opened.failed_check(error)
+        if found is error:
+            raise
+        raise found from error
     except BaseException:
         opened.abandon()
         raise
+    opened.close()
 
 
 def current_batch() -> Batch | None:

@@ -1,4 +1,4 @@
-"""``agentops.adapt`` gives the database exactly what Django's own field adaptation gives:
+"""``runs.store.adapt`` gives the database exactly what Django's own field adaptation gives:
 checked against ``Field.get_db_prep_save`` itself, for every field of the models the hot path
 writes, with values of the right type, of a neighbouring type (a bool for an integer, a naive
 datetime, a str for a UUID) and hostile ones."""
@@ -12,9 +12,9 @@ from django.db import connection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentops.adapt import adapter_of, param_of
 from audit.models import AuditEvent
 from runs.models import Checkpoint, Run, Step, StepAttempt, ToolCall
+from runs.store.adapt import adapter_of, param_of
 
 MODELS = (Run, Step, StepAttempt, Checkpoint, ToolCall, AuditEvent)
 FIELDS = [f for model in MODELS for f in model._meta.concrete_fields]

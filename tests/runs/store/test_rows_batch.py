@@ -7,12 +7,12 @@ import pytest
 from django.db import connection, transaction
 from django_fsm import ConcurrentTransition
 
-from agentops import pipeline, rows
 from agentops.actors import Actor
 from audit.services import audited_atomic
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
+from runs.store import inserts, pipeline, rows
 from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import count_round_trips, round_trips
 
@@ -75,7 +75,7 @@ def test_held_writes_go_as_one_statement_and_all_take_effect(run):
         for step in rows.select(Step, "run_id = %s", [run.pk], order_by='"index"'):
             step.enqueue()
             rows.update(step, guard={"status": StepStatus.PENDING})
-        rows.insert([Checkpoint(run=run, step=first, index=0, state={"k": 1})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=first, index=0, state={"k": 1})], returning=False)
         rows.write_where(Run, {"goal": "written"}, {"pk": run.pk})
         batch = pipeline.current_batch()
         assert batch is not None
@@ -99,7 +99,7 @@ def test_two_writes_of_one_row_both_take_effect(run):
 def test_an_update_after_an_insert_of_its_table_sees_the_new_row(run):
     step = run.steps.order_by("index").first()
     with transaction.atomic(), pipeline.batch():
-        rows.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
+        inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
         rows.write_where(Checkpoint, {"state": {"seen": True}}, {"run_id": run.pk})
     assert list(Checkpoint.objects.filter(run=run).values_list("state", flat=True)) == [
         {"seen": True}
@@ -117,7 +117,7 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
         with transaction.atomic(), pipeline.batch():
             for pk in (first.pk, second.pk):
                 rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
-            rows.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
+            inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
 
     with pytest.raises(ConcurrentTransition):
         write_both()
@@ -183,11 +183,11 @@ def test_audit_events_of_a_pipelined_block_keep_the_chain_valid(run):
     assert report.ok, report
 
 
-def test_audit_prefetch_needs_a_pipelined_block():
-    from audit.services import audit_prefetch
+def test_prefetching_audit_chains_needs_a_pipelined_block():
+    from runs.store.audit import prefetch_chains
 
     with pytest.raises(RuntimeError), audited_atomic():
-        audit_prefetch(chains=[f"run:{uuid.uuid4()}"], events=1)
+        prefetch_chains([f"run:{uuid.uuid4()}"], 1)
 
 
 def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
