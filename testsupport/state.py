@@ -27,6 +27,9 @@ from runs.models import (
     StateVersion,
     Step,
     StepAttempt,
+    ThreadBlob,
+    ThreadCheckpoint,
+    ThreadWrite,
     ToolCall,
 )
 
@@ -43,6 +46,9 @@ MODELS: list[type[Model]] = [
     ToolCall,
     Message,
     Compaction,
+    ThreadCheckpoint,
+    ThreadBlob,
+    ThreadWrite,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalMark,
