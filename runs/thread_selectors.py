@@ -65,13 +65,18 @@ def thread_checkpoints(
         (b.checkpoint_ns, b.channel, b.version): b
         for b in ThreadBlob.objects.filter(named, session_id=page[0].session_id)
     }
-    writes: dict[int, list[ThreadWrite]] = {checkpoint.pk: [] for checkpoint in page}
+    after = Q(pk__in=[])
+    for checkpoint in page:
+        after |= Q(checkpoint_ns=checkpoint.checkpoint_ns, checkpoint_id=checkpoint.checkpoint_id)
+    writes: dict[tuple[str, str], list[ThreadWrite]] = {
+        (c.checkpoint_ns, c.checkpoint_id): [] for c in page
+    }
     # Sorted here, not by the database, whose collation may order text otherwise.
     for write in sorted(
-        ThreadWrite.objects.filter(checkpoint__in=page),
+        ThreadWrite.objects.filter(after, session_id=page[0].session_id),
         key=lambda w: (w.task_path, w.task_id, w.idx),
     ):
-        writes[write.checkpoint_id].append(write)
+        writes[(write.checkpoint_ns, write.checkpoint_id)].append(write)
     return [
         CheckpointRecord(
             checkpoint=c,
@@ -80,7 +85,7 @@ def thread_checkpoints(
                 for key in ((c.checkpoint_ns, ch, v) for ch, v in c.channel_versions.items())
                 if key in blobs
             ],
-            writes=writes[c.pk],
+            writes=writes[(c.checkpoint_ns, c.checkpoint_id)],
         )
         for c in page
     ]

@@ -27,7 +27,6 @@ from projects.api import ProjectActionPermissions, access_for, project_for_creat
 from projects.models import Project
 from runs.control import threads
 from runs.models import AgentSession
-from runs.models.threads import ThreadCheckpoint
 from runs.thread_selectors import MAX_PAGE, thread_checkpoints
 from runs.thread_serializers import (
     CheckpointPageSerializer,
@@ -41,7 +40,7 @@ from runs.thread_serializers import (
 )
 
 _BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
-_NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such thread or checkpoint.")
+_NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such source thread.")
 _CLOSED = OpenApiResponse(ErrorSerializer, description="The thread's session is closed.")
 _SAVE = ("runs.add_run", "runs.drive_run")
 
@@ -109,9 +108,9 @@ class ThreadViewSet(viewsets.ViewSet):
         return Response({"count": 1}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
-        summary="Save a task's pending writes after a checkpoint.",
+        summary="Save a task's pending writes after a checkpoint (which may come later).",
         request=PutWritesSerializer,
-        responses={201: CountSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CLOSED},
+        responses={201: CountSerializer, 400: _BAD_INPUT, 409: _CLOSED},
     )
     @action(detail=False, methods=["post"])
     def writes(self, request: Request) -> Response:
@@ -120,12 +119,7 @@ class ThreadViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), _SAVE)
-        try:
-            count = threads.checkpoint_writes_put(
-                actor=actor_for(request), project=project, **fields
-            )
-        except (AgentSession.DoesNotExist, ThreadCheckpoint.DoesNotExist) as exc:
-            raise exceptions.NotFound("no such thread or checkpoint") from exc
+        count = threads.checkpoint_writes_put(actor=actor_for(request), project=project, **fields)
         return Response({"count": count}, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -209,31 +209,31 @@ def checkpoint_writes_put(
     writes: Sequence[PendingWrite],
 ) -> int:
     """Save the pending writes of task ``task_id`` (at ``task_path``) after checkpoint
-    ``checkpoint_id`` of thread ``thread_id``: a write whose (task, idx) is on record is
+    ``checkpoint_id`` of thread ``thread_id`` (opening its session if it has none: LangGraph
+    may save the writes before the checkpoint): a write whose (task, idx) is on record is
     kept as it was, except when every write is to a special channel (negative ``idx``:
     error, interrupt...), which replaces it (as LangGraph's own savers do). Returns how
     many writes were given. One audit event, ``session.checkpoint_writes_saved``.
 
     Raises:
         InvalidInput: a malformed name.
-        AgentSession.DoesNotExist: no such thread in ``project``.
-        ThreadCheckpoint.DoesNotExist: no such checkpoint.
         Conflict: the thread's session is closed.
     """
+    check_name(thread_id, "thread_id")
+    check_name(checkpoint_ns, "checkpoint_ns", blank=True)
+    check_name(checkpoint_id, "checkpoint_id")
     check_name(task_id, "task_id")
     for write in writes:
         check_name(write.channel, "writes.channel")
     require_storable(task_path, field="task_path")
-    found = AgentSession.objects.values_list("pk", flat=True)
-    session_id = found.get(project=project, external_id=thread_id)
+    session = _thread_open(actor=actor, project=project, thread_id=thread_id)
     with audited_atomic():
-        session = _locked_open(session_id)
-        target = ThreadCheckpoint.objects.only("pk").get(
-            session=session, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
-        )
+        session = _locked_open(session.pk)
         rows = [
             ThreadWrite(
-                checkpoint=target,
+                session=session,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
                 task_id=task_id,
                 task_path=task_path,
                 idx=write.idx,
@@ -247,7 +247,7 @@ def checkpoint_writes_put(
             ThreadWrite.objects.bulk_create(
                 rows,
                 update_conflicts=True,
-                unique_fields=["checkpoint", "task_id", "idx"],
+                unique_fields=["session", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
                 update_fields=["task_path", "channel", "type", "data"],
             )
         else:
@@ -274,15 +274,15 @@ def thread_delete(*, actor: Actor, project: Project, thread_id: str) -> int:
         return 0
     with audited_atomic():
         session = lock_session(found.pk)
-        deleted = _delete_checkpoints(ThreadCheckpoint.objects.filter(session=session))
-        ThreadBlob.objects.filter(session=session).delete()
+        deleted = _delete_all(session)
         record_session_event(actor, session, "thread_deleted", checkpoints=deleted)
     return deleted
 
 
-def _delete_checkpoints(checkpoints: Any) -> int:
-    ThreadWrite.objects.filter(checkpoint__in=checkpoints.values("pk")).delete()
-    return int(checkpoints.delete()[0])
+def _delete_all(session: AgentSession) -> int:
+    ThreadWrite.objects.filter(session=session).delete()
+    ThreadBlob.objects.filter(session=session).delete()
+    return int(ThreadCheckpoint.objects.filter(session=session).delete()[0])
 
 
 def thread_copy(
@@ -337,7 +337,6 @@ def _copy_rows(source: AgentSession, target: AgentSession) -> int:
         )
         for b in blobs.iterator()
     )
-    originals = list(ThreadCheckpoint.objects.filter(session=source).order_by("pk"))
     copies = ThreadCheckpoint.objects.bulk_create(
         ThreadCheckpoint(
             session=target,
@@ -349,13 +348,13 @@ def _copy_rows(source: AgentSession, target: AgentSession) -> int:
             channel_versions=c.channel_versions,
             metadata=c.metadata,
         )
-        for c in originals
+        for c in ThreadCheckpoint.objects.filter(session=source).order_by("pk").iterator()
     )
-    new_pk = {old.pk: new.pk for old, new in zip(originals, copies, strict=True)}
-    writes = ThreadWrite.objects.filter(checkpoint__session=source)
     ThreadWrite.objects.bulk_create(
         ThreadWrite(
-            checkpoint_id=new_pk[w.checkpoint_id],
+            session=target,
+            checkpoint_ns=w.checkpoint_ns,
+            checkpoint_id=w.checkpoint_id,
             task_id=w.task_id,
             task_path=w.task_path,
             idx=w.idx,
@@ -363,7 +362,7 @@ def _copy_rows(source: AgentSession, target: AgentSession) -> int:
             type=w.type,
             data=w.data,
         )
-        for w in writes.iterator()
+        for w in ThreadWrite.objects.filter(session=source).iterator()
     )
     return len(copies)
 
@@ -397,8 +396,7 @@ def thread_prune(
 def _prune_one(actor: Actor, session: AgentSession, strategy: str) -> int:
     checkpoints = ThreadCheckpoint.objects.filter(session=session)
     if strategy == "delete":
-        deleted = _delete_checkpoints(checkpoints)
-        ThreadBlob.objects.filter(session=session).delete()
+        deleted = _delete_all(session)
     else:
         for key in DELTA_METADATA_KEYS:
             if checkpoints.filter(metadata__has_key=key).exists():
@@ -421,7 +419,8 @@ def _prune_one(actor: Actor, session: AgentSession, strategy: str) -> int:
         ):
             for channel, version in versions.items():
                 named |= Q(checkpoint_ns=ns, channel=channel, version=version)
-        deleted = _delete_checkpoints(checkpoints.exclude(keep))
+        ThreadWrite.objects.filter(session=session).exclude(keep).delete()
+        deleted = int(checkpoints.exclude(keep).delete()[0])
         ThreadBlob.objects.filter(session=session).exclude(named).delete()
     record_session_event(
         actor, session, "checkpoints_pruned", strategy=strategy, checkpoints=deleted

@@ -91,15 +91,21 @@ class ThreadBlob(models.Model):
 
 
 class ThreadWrite(models.Model):
-    """A pending write of a checkpoint: what task ``task_id`` (at ``task_path`` in the graph)
-    wrote to ``channel`` after ``checkpoint`` was saved, its ``idx``-th write (negative for
-    LangGraph's special channels: error -1, scheduled -2, interrupt -3, resume -4), as
-    LangGraph's serializer made it (``type``, ``data``). A graph resumed from the checkpoint
-    applies them instead of running the task again."""
+    """A pending write after checkpoint ``checkpoint_id`` of a thread's namespace: what task
+    ``task_id`` (at ``task_path`` in the graph) wrote to ``channel``, its ``idx``-th write
+    (negative for LangGraph's special channels: error -1, scheduled -2, interrupt -3, resume
+    -4), as LangGraph's serializer made it (``type``, ``data``). A graph resumed from the
+    checkpoint applies them instead of running the task again.
 
-    checkpoint = models.ForeignKey(
-        ThreadCheckpoint, on_delete=models.CASCADE, related_name="writes", db_index=False
+    Named by the checkpoint's id, not a foreign key: LangGraph saves a checkpoint and the
+    writes after it from different threads, so a write may arrive before its checkpoint.
+    """
+
+    session = models.ForeignKey(
+        "runs.AgentSession", on_delete=models.CASCADE, related_name="+", db_index=False
     )
+    checkpoint_ns = models.CharField(max_length=MAX_NAME_CHARS, blank=True)
+    checkpoint_id = models.CharField(max_length=MAX_NAME_CHARS)
     task_id = models.CharField(max_length=MAX_NAME_CHARS)
     task_path = models.TextField(blank=True)
     idx = models.IntegerField()
@@ -110,9 +116,10 @@ class ThreadWrite(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["checkpoint", "task_id", "idx"], name="threadwrite_uniq"
+                fields=["session", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="threadwrite_uniq",
             )
         ]
 
     def __str__(self) -> str:
-        return f"write {self.task_id}:{self.idx} of checkpoint {self.checkpoint_id}"
+        return f"write {self.task_id}:{self.idx} after checkpoint {self.checkpoint_id}"
