@@ -22,6 +22,7 @@ from benchmarks import (
     bench_conversation,
     bench_dispatch,
     bench_gateway,
+    bench_langgraph,
     bench_live,
     bench_pages,
     bench_retention,
@@ -47,6 +48,7 @@ def _expected_rows() -> list[str]:
             bench_retention,
             bench_gateway,
             bench_conversation,
+            bench_langgraph,
         )
     }
     figures[HOST] = HOST_FIGURES
