@@ -68,7 +68,7 @@ class ThreadViewSet(viewsets.ViewSet):
         "checkpoint_put": _SAVE,
         "writes": _SAVE,
         "copy": _SAVE,
-        "delete": ("runs.drive_run",),
+        "delete_thread": ("runs.drive_run",),
         "prune": ("runs.drive_run",),
     }
 
@@ -127,8 +127,9 @@ class ThreadViewSet(viewsets.ViewSet):
         request=ThreadSerializer,
         responses={200: CountSerializer, 400: _BAD_INPUT},
     )
-    @action(detail=False, methods=["post"])
-    def delete(self, request: Request) -> Response:
+    # Not named ``delete``: a view's ``delete`` method is its HTTP DELETE handler.
+    @action(detail=False, methods=["post"], url_path="delete")
+    def delete_thread(self, request: Request) -> Response:
         """``runs.control.threads.thread_delete``."""
         body = ThreadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
