@@ -7,12 +7,13 @@ it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
 
 import pytest
-from agentops_client import Client
+from agentops_client import AsyncClient, Client
 from agentops_client.langgraph import (
     AgentOpsCallbackHandler,
     AgentOpsSaver,
@@ -172,3 +173,46 @@ def test_a_graph_resumed_after_a_crash_mid_node_does_not_repeat_the_call(clients
     ]
     assert ToolCall.objects.filter(run_id=run.run_id).count() == 1
     assert Run.objects.get(pk=run.run_id).steps.count() == 1
+
+
+def test_an_async_run_handle_governs_ainvoke_and_refuses_a_sync_invoke(clients, asgi_server):
+    agent, reviewer = clients
+    refunds: list[int] = []
+
+    @tool
+    def issue_refund(amount: int) -> dict[str, int]:
+        """Refund ``amount`` dollars."""
+        refunds.append(amount)
+        return {"refunded": amount}
+
+    def script() -> GenericFakeChatModel:
+        return GenericFakeChatModel(
+            messages=iter([asks(("issue_refund", {"amount": 30})), AIMessage(content="Done.")])
+        )
+
+    decide_in_turn(reviewer, [lambda a: reviewer.approve(a.id, "ok")])
+
+    token = make_token(make_user("async-agent", "operator"))
+
+    async def turn() -> tuple[Any, str]:
+        async with AsyncClient(asgi_server.url, token, poll_interval=60) as client:
+            run = await client.start_run("refund the customer")
+            node = governed_tool_node([issue_refund], run)
+            graph = agent_graph(script(), node, AgentOpsSaver(agent))
+            final = await graph.ainvoke(
+                {"messages": [("user", "Refund $30")]}, {"configurable": {"thread_id": "a-1"}}
+            )
+            sync_graph = agent_graph(script(), node, AgentOpsSaver(agent))
+            with pytest.raises(TypeError, match="ainvoke"):
+                sync_graph.invoke(
+                    {"messages": [("user", "Refund $30")]}, {"configurable": {"thread_id": "a-2"}}
+                )
+            return final, run.run_id
+
+    final, run_id = asyncio.run(turn())
+    assert final["messages"][-1].content == "Done."
+    assert refunds == [30]
+    steps = Run.objects.get(pk=run_id).steps.all()
+    assert [(s.tool, s.status, s.args) for s in steps] == [
+        ("issue_refund", StepStatus.SUCCEEDED, {"amount": 30})
+    ]
