@@ -54,6 +54,7 @@ BENCHMARKS = [
     "gateway",
     "conversation",
     "memory",
+    "langgraph",
 ]
 
 

@@ -9,6 +9,7 @@ from rest_framework.routers import SimpleRouter
 from runs.api import RunViewSet, ToolViewSet
 from runs.sessions_api import SessionViewSet, SubjectViewSet
 from runs.state_api import StateSchemaViewSet
+from runs.threads_api import ThreadViewSet
 
 router = SimpleRouter(use_regex_path=False)
 router.register("runs", RunViewSet, basename="api-run")
@@ -16,5 +17,6 @@ router.register("tools", ToolViewSet, basename="api-tool")
 router.register("state-schemas", StateSchemaViewSet, basename="api-state-schema")
 router.register("sessions", SessionViewSet, basename="api-session")
 router.register("subjects", SubjectViewSet, basename="api-subject")
+router.register("threads", ThreadViewSet, basename="api-thread")
 
 urlpatterns = router.urls

@@ -28,6 +28,9 @@ from runs.models import (
     StateVersion,
     Step,
     StepAttempt,
+    ThreadBlob,
+    ThreadCheckpoint,
+    ThreadWrite,
     ToolCall,
 )
 
@@ -44,6 +47,9 @@ MODELS: list[type[Model]] = [
     ToolCall,
     Message,
     Compaction,
+    ThreadCheckpoint,
+    ThreadBlob,
+    ThreadWrite,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalMark,

@@ -43,6 +43,7 @@ from runs.models.state import (
     state_etag,
     state_hash,
 )
+from runs.models.threads import ThreadBlob, ThreadCheckpoint, ThreadWrite
 from runs.statuses import (
     ATTEMPT_STATUSES,
     OPEN_STEP_STATUSES,
@@ -83,6 +84,9 @@ __all__ = [
     "StateVersion",
     "Step",
     "StepAttempt",
+    "ThreadBlob",
+    "ThreadCheckpoint",
+    "ThreadWrite",
     "ToolCall",
     "_terminal_statuses",
     "state_etag",

@@ -68,6 +68,7 @@ CONFIG = SchemathesisConfig.from_dict(
                     "GET /api/v1/state-schemas/",
                     "GET /api/v1/sessions/",
                     "DELETE /api/v1/subjects/{subject}/",
+                    "GET /api/v1/threads/checkpoints/",
                 ],
                 **_accepting("400", "401", "403"),
             },

@@ -22,6 +22,7 @@ from benchmarks import (
     bench_conversation,
     bench_dispatch,
     bench_gateway,
+    bench_langgraph,
     bench_live,
     bench_memory,
     bench_pages,
@@ -51,6 +52,7 @@ def _expected_rows() -> list[str]:
             bench_gateway,
             bench_conversation,
             bench_memory,
+            bench_langgraph,
         )
     }
     figures[HOST] = HOST_FIGURES

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -34,7 +35,12 @@ class Client:
         return AsyncClient(base_url, token, **options)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` (a coroutine of ``self.aio``) on the client's loop thread, and give
+        its future: ``.result()`` blocks, ``asyncio.wrap_future`` awaits it from any loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def __enter__(self) -> Client:
         return self

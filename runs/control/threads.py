@@ -1,0 +1,428 @@
+"""LangGraph threads (issue 34, item 1): the writes of the SDK's ``AgentOpsSaver``.
+
+A thread is the session (``AgentSession``) of the project whose ``external_id`` is the
+thread id, opened (``runs.control.sessions.session_create``, audited) by its first
+checkpoint. Its checkpoints, channel values and pending writes are ``runs.models.threads``
+rows. Every change locks the session row (``runs.transitions.lock_session``: one writer of a
+thread at a time) and writes one audit event in the session's chain (``session.<event>``) in
+the same transaction. Deleting a thread's checkpoints, pruning and copying them are the
+LangGraph names of what agentops calls retention and a fork; the session itself (its runs,
+conversation and state) is left alone, and goes with session retention
+(``runs.retention``), which takes its checkpoints with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from django.db.models import Max, Q
+
+from agentops.actors import Actor
+from agentops.errors import Conflict, InvalidInput
+from agentops.storable import require_storable
+from audit.services import audited_atomic
+from projects.models import Project
+from runs.control.sessions import session_create
+from runs.models import AgentSession
+from runs.models.threads import MAX_NAME_CHARS, ThreadBlob, ThreadCheckpoint, ThreadWrite
+from runs.transitions import lock_session, record_session_event
+
+# LangGraph's ``prune`` strategies (``BaseCheckpointSaver.prune``): keep each namespace's
+# latest checkpoint, or delete every checkpoint.
+PRUNE_STRATEGIES: Final = ("keep_latest", "delete")
+# Metadata keys a LangGraph ``DeltaChannel`` leaves in a checkpoint (langgraph-checkpoint's
+# PostgresSaver looks for the same ones): such a thread's latest value is rebuilt from its
+# older checkpoints, so keep_latest may not prune it.
+DELTA_METADATA_KEYS: Final = ("counters_since_delta_snapshot", "delta_writes_versioned")
+# LangGraph's special write channels and their fixed indexes (``WRITES_IDX_MAP``): a write
+# of these replaces an earlier one of the same task, any other write is kept as first given.
+SPECIAL_WRITE_IDX: Final = frozenset({-1, -2, -3, -4})
+
+
+@dataclass(frozen=True)
+class Serialized:
+    """A value as LangGraph's serializer made it (``dumps_typed``): its type name (at most
+    32 characters) and bytes."""
+
+    type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Blob:
+    """The value (``value``) of ``channel`` at ``version``, written by a checkpoint."""
+
+    channel: str
+    version: str
+    value: Serialized
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """The ``idx``-th write of a task to ``channel``."""
+
+    idx: int
+    channel: str
+    value: Serialized
+
+
+def check_name(value: Any, field: str, *, blank: bool = False) -> str:
+    """A thread id, namespace, checkpoint id, channel or version: a string of 1 (0 when
+    ``blank``) to ``MAX_NAME_CHARS`` characters PostgreSQL can store.
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    if not isinstance(value, str) or not (value or blank):
+        raise InvalidInput(f"{field} must be a non-empty string", field=field)
+    require_storable(value, field=field, max_length=MAX_NAME_CHARS)
+    return value
+
+
+def thread_find(*, project: Project, thread_id: str) -> AgentSession | None:
+    """The session of thread ``thread_id`` in ``project``, or None."""
+    return AgentSession.objects.filter(project=project, external_id=thread_id).first()
+
+
+def _thread_open(*, actor: Actor, project: Project, thread_id: str) -> AgentSession:
+    found = thread_find(project=project, thread_id=thread_id)
+    if found is not None:
+        return found
+    try:
+        return session_create(
+            actor=actor, project=project, external_id=thread_id, metadata={"langgraph": True}
+        )
+    except Conflict:
+        # Another saver opened it meanwhile: the unique constraint chose one.
+        return AgentSession.objects.get(project=project, external_id=thread_id)
+
+
+def _locked_open(session_id: Any) -> AgentSession:
+    session = lock_session(session_id)
+    if not session.is_open:
+        raise Conflict("the thread's session is closed: it takes no more checkpoints")
+    return session
+
+
+def checkpoint_put(
+    *,
+    actor: Actor,
+    project: Project,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str,
+    checkpoint: Serialized,
+    channel_versions: dict[str, str],
+    metadata: dict[str, Any],
+    blobs: Sequence[Blob],
+) -> ThreadCheckpoint:
+    """Save a LangGraph checkpoint of thread ``thread_id`` (opening its session in
+    ``project`` if it has none; the caller checked the actor may add runs and drive them
+    there). ``checkpoint`` is the serialized checkpoint without its channel values,
+    ``channel_versions`` (channel → version) names the values it holds, and ``blobs`` are
+    the values it changed (the others are kept from the checkpoints that wrote them);
+    ``metadata`` is JSON. Saving a checkpoint id again replaces it (its pending writes
+    stay). One audit event, ``session.checkpoint_saved``.
+
+    Raises:
+        InvalidInput: a malformed name, ``channel_versions`` or ``metadata``.
+        Conflict: the thread's session is closed.
+    """
+    for field, value in (("thread_id", thread_id), ("checkpoint_id", checkpoint_id)):
+        check_name(value, field)
+    check_name(checkpoint_ns, "checkpoint_ns", blank=True)
+    check_name(parent_checkpoint_id, "parent_checkpoint_id", blank=True)
+    for channel, version in channel_versions.items():
+        check_name(channel, "channel_versions")
+        check_name(version, f"channel_versions.{channel}")
+    require_storable(metadata, field="metadata")
+    for blob in blobs:
+        check_name(blob.channel, "blobs.channel")
+        check_name(blob.version, "blobs.version")
+    session = _thread_open(actor=actor, project=project, thread_id=thread_id)
+    with audited_atomic():
+        session = _locked_open(session.pk)
+        ThreadBlob.objects.bulk_create(
+            [
+                ThreadBlob(
+                    session=session,
+                    checkpoint_ns=checkpoint_ns,
+                    channel=blob.channel,
+                    version=blob.version,
+                    type=blob.value.type,
+                    data=blob.value.data,
+                )
+                for blob in blobs
+            ],
+            # A version is written once: the same version again is the same value.
+            ignore_conflicts=True,
+        )
+        (saved,) = ThreadCheckpoint.objects.bulk_create(
+            [
+                ThreadCheckpoint(
+                    session=session,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    parent_checkpoint_id=parent_checkpoint_id,
+                    checkpoint_type=checkpoint.type,
+                    checkpoint_data=checkpoint.data,
+                    channel_versions=channel_versions,
+                    metadata=metadata,
+                )
+            ],
+            update_conflicts=True,
+            unique_fields=["session", "checkpoint_ns", "checkpoint_id"],
+            update_fields=[
+                "parent_checkpoint_id",
+                "checkpoint_type",
+                "checkpoint_data",
+                "channel_versions",
+                "metadata",
+            ],
+        )
+        record_session_event(
+            actor,
+            session,
+            "checkpoint_saved",
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            parent_checkpoint_id=parent_checkpoint_id,
+            step=metadata.get("step"),
+            source=metadata.get("source"),
+            channels=sorted(blob.channel for blob in blobs),
+        )
+    return saved
+
+
+def checkpoint_writes_put(
+    *,
+    actor: Actor,
+    project: Project,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: Sequence[PendingWrite],
+) -> int:
+    """Save the pending writes of task ``task_id`` (at ``task_path``) after checkpoint
+    ``checkpoint_id`` of thread ``thread_id`` (opening its session if it has none: LangGraph
+    may save the writes before the checkpoint): a write whose (task, idx) is on record is
+    kept as it was, except when every write is to a special channel (negative ``idx``:
+    error, interrupt...), which replaces it (as LangGraph's own savers do). Returns how
+    many writes were given. One audit event, ``session.checkpoint_writes_saved``.
+
+    Raises:
+        InvalidInput: a malformed name.
+        Conflict: the thread's session is closed.
+    """
+    check_name(thread_id, "thread_id")
+    check_name(checkpoint_ns, "checkpoint_ns", blank=True)
+    check_name(checkpoint_id, "checkpoint_id")
+    check_name(task_id, "task_id")
+    for write in writes:
+        check_name(write.channel, "writes.channel")
+    require_storable(task_path, field="task_path")
+    session = _thread_open(actor=actor, project=project, thread_id=thread_id)
+    with audited_atomic():
+        session = _locked_open(session.pk)
+        rows = [
+            ThreadWrite(
+                session=session,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                task_id=task_id,
+                task_path=task_path,
+                idx=write.idx,
+                channel=write.channel,
+                type=write.value.type,
+                data=write.value.data,
+            )
+            for write in writes
+        ]
+        if writes and all(write.idx in SPECIAL_WRITE_IDX for write in writes):
+            ThreadWrite.objects.bulk_create(
+                rows,
+                update_conflicts=True,
+                unique_fields=["session", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                update_fields=["task_path", "channel", "type", "data"],
+            )
+        else:
+            ThreadWrite.objects.bulk_create(rows, ignore_conflicts=True)
+        record_session_event(
+            actor,
+            session,
+            "checkpoint_writes_saved",
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            task_id=task_id,
+            channels=[write.channel for write in writes],
+        )
+    return len(writes)
+
+
+def thread_delete(*, actor: Actor, project: Project, thread_id: str) -> int:
+    """Delete every checkpoint of thread ``thread_id`` in ``project`` (all namespaces), their
+    pending writes and channel values; the session stays. Returns how many checkpoints went
+    (0: no such thread, nothing done, no event). One audit event,
+    ``session.thread_deleted``."""
+    found = thread_find(project=project, thread_id=thread_id)
+    if found is None:
+        return 0
+    with audited_atomic():
+        session = lock_session(found.pk)
+        deleted = _delete_all(session)
+        record_session_event(actor, session, "thread_deleted", checkpoints=deleted)
+    return deleted
+
+
+def _delete_all(session: AgentSession) -> int:
+    ThreadWrite.objects.filter(session=session).delete()
+    ThreadBlob.objects.filter(session=session).delete()
+    return int(ThreadCheckpoint.objects.filter(session=session).delete()[0])
+
+
+def thread_copy(
+    *, actor: Actor, project: Project, source_thread_id: str, target_thread_id: str
+) -> int:
+    """Copy every checkpoint of thread ``source_thread_id`` (all namespaces, with their
+    pending writes and channel values) to thread ``target_thread_id`` of the same project,
+    opening its session if it has none: a fork of the whole thread, which the source keeps.
+    Returns how many checkpoints were copied. One audit event in the target's chain,
+    ``session.thread_copied``, naming the source.
+
+    Raises:
+        InvalidInput: a malformed id, or the same thread twice.
+        AgentSession.DoesNotExist: no such source thread in ``project``.
+        Conflict: the target has checkpoints already, or its session is closed.
+    """
+    check_name(target_thread_id, "target_thread_id")
+    if source_thread_id == target_thread_id:
+        raise InvalidInput("a thread cannot be copied onto itself", field="target_thread_id")
+    source = AgentSession.objects.get(project=project, external_id=source_thread_id)
+    target = _thread_open(actor=actor, project=project, thread_id=target_thread_id)
+    with audited_atomic():
+        # Sessions are locked in id order, so two copies between the same threads in
+        # opposite directions wait for each other instead of deadlocking.
+        for session_id in sorted([source.pk, target.pk]):
+            lock_session(session_id)
+        target = _locked_open(target.pk)
+        if ThreadCheckpoint.objects.filter(session=target).exists():
+            raise Conflict(f"thread {target_thread_id!r} has checkpoints already")
+        copied = _copy_rows(source, target)
+        record_session_event(
+            actor,
+            target,
+            "thread_copied",
+            source_session=str(source.pk),
+            source_thread_id=source_thread_id,
+            checkpoints=copied,
+        )
+    return copied
+
+
+def _copy_rows(source: AgentSession, target: AgentSession) -> int:
+    blobs = ThreadBlob.objects.filter(session=source)
+    ThreadBlob.objects.bulk_create(
+        ThreadBlob(
+            session=target,
+            checkpoint_ns=b.checkpoint_ns,
+            channel=b.channel,
+            version=b.version,
+            type=b.type,
+            data=b.data,
+        )
+        for b in blobs.iterator()
+    )
+    copies = ThreadCheckpoint.objects.bulk_create(
+        ThreadCheckpoint(
+            session=target,
+            checkpoint_ns=c.checkpoint_ns,
+            checkpoint_id=c.checkpoint_id,
+            parent_checkpoint_id=c.parent_checkpoint_id,
+            checkpoint_type=c.checkpoint_type,
+            checkpoint_data=c.checkpoint_data,
+            channel_versions=c.channel_versions,
+            metadata=c.metadata,
+        )
+        for c in ThreadCheckpoint.objects.filter(session=source).order_by("pk").iterator()
+    )
+    ThreadWrite.objects.bulk_create(
+        ThreadWrite(
+            session=target,
+            checkpoint_ns=w.checkpoint_ns,
+            checkpoint_id=w.checkpoint_id,
+            task_id=w.task_id,
+            task_path=w.task_path,
+            idx=w.idx,
+            channel=w.channel,
+            type=w.type,
+            data=w.data,
+        )
+        for w in ThreadWrite.objects.filter(session=source).iterator()
+    )
+    return len(copies)
+
+
+def thread_prune(
+    *, actor: Actor, project: Project, thread_ids: Sequence[str], strategy: str
+) -> int:
+    """Prune the checkpoints of ``thread_ids`` in ``project`` (unknown ones are skipped):
+    ``keep_latest`` keeps the newest checkpoint of each namespace with its pending writes
+    and the channel values it names, ``delete`` deletes them all. Returns how many
+    checkpoints went. One audit event per thread pruned, ``session.checkpoints_pruned``.
+
+    Raises:
+        InvalidInput: an unknown ``strategy``.
+        Conflict: ``keep_latest`` of a thread that uses a LangGraph ``DeltaChannel`` (its
+            values are rebuilt from older checkpoints); nothing is pruned then.
+    """
+    if strategy not in PRUNE_STRATEGIES:
+        raise InvalidInput(
+            f"strategy must be one of {', '.join(PRUNE_STRATEGIES)}", field="strategy"
+        )
+    sessions = AgentSession.objects.filter(project=project, external_id__in=list(thread_ids))
+    deleted = 0
+    with audited_atomic():
+        for session in sessions.order_by("pk"):
+            lock_session(session.pk)
+            deleted += _prune_one(actor, session, strategy)
+    return deleted
+
+
+def _prune_one(actor: Actor, session: AgentSession, strategy: str) -> int:
+    checkpoints = ThreadCheckpoint.objects.filter(session=session)
+    if strategy == "delete":
+        deleted = _delete_all(session)
+    else:
+        for key in DELTA_METADATA_KEYS:
+            if checkpoints.filter(metadata__has_key=key).exists():
+                raise Conflict(
+                    f"keep_latest cannot prune thread {session.external_id!r}: it uses a "
+                    "DeltaChannel"
+                )
+        newest = (
+            checkpoints.order_by()
+            .values("checkpoint_ns")
+            .annotate(latest=Max("checkpoint_id"))
+            .values_list("checkpoint_ns", "latest")
+        )
+        keep = Q(pk__in=[])
+        for ns, checkpoint_id in newest:
+            keep |= Q(checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+        named = Q(pk__in=[])
+        for ns, versions in checkpoints.filter(keep).values_list(
+            "checkpoint_ns", "channel_versions"
+        ):
+            for channel, version in versions.items():
+                named |= Q(checkpoint_ns=ns, channel=channel, version=version)
+        ThreadWrite.objects.filter(session=session).exclude(keep).delete()
+        deleted = int(checkpoints.exclude(keep).delete()[0])
+        ThreadBlob.objects.filter(session=session).exclude(named).delete()
+    record_session_event(
+        actor, session, "checkpoints_pruned", strategy=strategy, checkpoints=deleted
+    )
+    return deleted
