@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.utils import timezone
@@ -33,6 +33,7 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.pipeline import current_batch
+from artifacts.services import offload_large_result
 from audit.models import run_chain
 from audit.services import audit_prefetch, audited_atomic
 from runs.agents import agent_for
@@ -167,6 +168,13 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             cancelled) or was settled by a different report; the run is not running.
     """
     checked = parse_report(report)
+    if checked.kind == "result":
+        # A result over the threshold is kept as an artifact; the step and the ledger hold
+        # a reference (the same for the same result, so a repeated report still matches).
+        value = offload_large_result(
+            run_id=run_id, step_id=step_id, result=checked.value, actor=actor
+        )
+        checked = replace(checked, value=value, raw={**checked.raw, "result": value})
     with audited_atomic(pipelined=True):
         run, step, upcoming = _lock_for_report(run_id, step_id)
         if step.executor != Executor.CLIENT:

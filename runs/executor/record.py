@@ -19,6 +19,7 @@ from agentops import rows
 from agentops.actors import Actor
 from agentops.clock import DatabaseTime
 from agentops.pipeline import current_batch
+from artifacts.services import offload_large_result
 from audit.models import AuditChainHead, run_chain
 from audit.services import (
     ChainHeads,
@@ -104,7 +105,13 @@ def outcome_of(claim: Claim, actor: Actor) -> Outcome:
             extend_seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS,
         ),
     )
-    return call_tool(tool, step.args, ctx)
+    outcome = call_tool(tool, step.args, ctx)
+    if outcome.ok:
+        # A result over the threshold is kept as an artifact; the step holds a reference.
+        outcome.result = offload_large_result(
+            run_id=step.run_id, step_id=step.pk, result=outcome.result, actor=actor
+        )
+    return outcome
 
 
 def tool_error_mark(tool_error: bool) -> dict[str, Any]:
