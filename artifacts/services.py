@@ -26,6 +26,7 @@ from django.urls import reverse
 from agentops.actors import Actor
 from agentops.errors import InvalidInput, TooLarge
 from artifacts import storage
+from artifacts.media import is_shown, is_text
 from artifacts.models import Artifact, ArtifactLimit
 from audit.services import audit_record, audited_atomic
 
@@ -35,8 +36,8 @@ logger = logging.getLogger(__name__)
 _MEDIA_TYPE = re.compile(r"^[a-z0-9!#$&^_.+-]{1,127}/[a-z0-9!#$&^_.+-]{1,127}$")
 # Declared types that say nothing about the content: whatever is sniffed is accepted.
 _UNDECLARED = {"application/octet-stream", "binary/octet-stream"}
-# Sniffed types that say little: accepted for any declared type of the same family.
-_GENERIC_TEXT = {"text/plain", "application/x-empty"}
+# Sniffed text that says little: accepted for any declared text type but HTML.
+_GENERIC_TEXT = {"text/plain", "application/json"}
 # Bytes of a file name at most (as stored); control characters and path parts are dropped.
 _NAME_CHARS = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -79,25 +80,19 @@ def clean_media_type(declared: str) -> str:
     return media
 
 
-def _is_text(media: str) -> bool:
-    return (
-        media.startswith("text/")
-        or media in ("application/json", "application/xml", "application/x-ndjson")
-        or media.endswith(("+json", "+xml"))
-    )
-
-
 def type_matches(declared: str, sniffed: str) -> bool:
     """Whether content sniffed as ``sniffed`` may be declared ``declared``: the same type; or
     no real declaration (``application/octet-stream``); or text that libmagic can only call
-    ``text/plain`` (CSV, Markdown, NDJSON, a JSON fragment) declared as a text type; or an
-    empty file. HTML or SVG declared as anything else, an image that is not one, are not."""
+    ``text/plain`` (CSV, Markdown, NDJSON, a JSON fragment) declared as a text type; or bytes
+    libmagic does not know declared as a type that is offered as a file anyway (an archive,
+    a data format); or an empty file. HTML or SVG declared as anything else, an image that is
+    not one, are not."""
     if declared == sniffed or declared in _UNDECLARED or sniffed == "application/x-empty":
         return True
     if sniffed in _GENERIC_TEXT:
-        return _is_text(declared)
-    if sniffed == "application/json":
-        return _is_text(declared) and declared != "text/html"
+        return is_text(declared) and declared != "text/html"
+    if sniffed == "application/octet-stream":
+        return not is_shown(declared)
     return False
 
 

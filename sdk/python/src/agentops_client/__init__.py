@@ -8,6 +8,7 @@ step (append → wait for its gate → run → report), returning its result or 
 
 from agentops_client._protocol import Retry
 from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
+from agentops_client.artifacts import Artifact, ArtifactMismatch
 from agentops_client.errors import (
     AgentOpsError,
     BadRequest,
@@ -29,6 +30,8 @@ __all__ = [
     "AgentOpsError",
     "AgentState",
     "Approval",
+    "Artifact",
+    "ArtifactMismatch",
     "AsyncClient",
     "AsyncRunHandle",
     "BadRequest",
