@@ -470,6 +470,9 @@ if AGENTOPS_ARTIFACT_STORAGE == "filesystem":
         },
     }
 elif AGENTOPS_ARTIFACT_STORAGE == "s3":
+    # Imported only when S3 is chosen: boto3 is large.
+    from boto3.s3.transfer import TransferConfig
+
     _S3_BUCKET = env_str("AGENTOPS_S3_BUCKET", "")
     if not _S3_BUCKET:
         raise ImproperlyConfigured(
@@ -490,6 +493,9 @@ elif AGENTOPS_ARTIFACT_STORAGE == "s3":
             # Bytes of a file opened through the storage kept in memory before spooling to
             # disk (django-storages' default, 0, keeps all of it in memory).
             "max_memory_size": 8 * 1024 * 1024,
+            # An upload's multipart parts held in memory at once: 2 of 8 MiB (boto3's default,
+            # 10 threads, holds up to 80 MiB per upload).
+            "transfer_config": TransferConfig(max_concurrency=2, multipart_chunksize=8 * 1024**2),
         },
     }
 else:

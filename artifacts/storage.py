@@ -10,6 +10,7 @@ of an S3 object is read with one ranged GET (``Range: bytes=a-b``) on the storag
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Generator
 from typing import IO, Any, cast
 
@@ -39,15 +40,17 @@ def sniff(head: bytes) -> str:
     return str(magic.from_buffer(head, mime=True))
 
 
-class HashingReader:
-    """A read-only stream over ``source`` (anything with ``read(n)``) that hashes (SHA-256)
-    and counts what passes, and raises ``TooLarge`` once more than ``limit`` bytes came.
+class HashingReader(io.RawIOBase):
+    """A read-only, unseekable stream over ``source`` (anything with ``read(n)``) that hashes
+    (SHA-256) and counts what passes, and raises ``TooLarge`` once more than ``limit`` bytes
+    came.
 
     ``head`` is the first ``SNIFF_BYTES`` bytes, read ahead at construction (for sniffing
     before anything is stored) and given out again by the first reads.
     """
 
     def __init__(self, source: Any, *, limit: int) -> None:
+        super().__init__()
         self._source = source
         self._limit = limit
         self._hash = hashlib.sha256()
@@ -73,9 +76,14 @@ class HashingReader:
             return b"".join(iter(lambda: self._take(CHUNK_BYTES), b""))
         return self._take(count)
 
-    def seekable(self) -> bool:
-        """Never: storages that rewind before writing (S3) must not rewind a stream."""
-        return False
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer`` (what ``io`` readers call); the bytes read."""
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
     @property
     def sha256(self) -> str:
@@ -88,7 +96,7 @@ def store(name: str, reader: HashingReader) -> str:
     (the same, as names are unique)."""
     # The storage reads the stream in chunks (File.chunks(), S3's multipart upload): never
     # the whole of it at once.
-    # File wants a file object; the storage only calls read() and seekable().
+    # An io stream, typed as one for File (RawIOBase is not an IO[bytes] to typeshed).
     return artifact_storage().save(name, File(cast(IO[bytes], reader), name=name))
 
 
