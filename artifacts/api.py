@@ -167,6 +167,9 @@ class ArtifactViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             (200, "application/octet-stream"): OpenApiTypes.BINARY,
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             404: _NOT_FOUND,
+            409: OpenApiResponse(
+                ErrorSerializer, description="The stored file is missing or was altered."
+            ),
             416: OpenApiResponse(description="The range starts past the end of the file."),
         },
     )

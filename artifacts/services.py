@@ -24,7 +24,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from agentops.actors import Actor
-from agentops.errors import InvalidInput, TooLarge
+from agentops.errors import Conflict, InvalidInput, TooLarge
 from artifacts import storage
 from artifacts.media import is_shown, is_text
 from artifacts.models import Artifact, ArtifactLimit
@@ -242,9 +242,21 @@ def artifact_open(
     chunks of at most 256 KiB (``storage.read_chunks``). The caller has checked the reader's
     permission in the artifact's project.
 
+    Checked first (before a response starts, which could only be cut off): the stored file
+    exists and has the recorded size. Its content is checked by its reader (``sha256``) or
+    ``manage.py verify_artifacts``.
+
     Raises:
-        FileNotFoundError, OSError or the storage's own error: the file cannot be read.
+        Conflict: the stored file is missing or not the recorded size (it was altered).
+        OSError or the storage's own error: the file cannot be read (once started).
     """
+    size = storage.stored_size(artifact.storage_name)
+    if size != artifact.size:
+        found = "missing" if size is None else f"{size} bytes, not the {artifact.size} recorded"
+        raise Conflict(
+            f"the stored file of artifact {artifact.pk} is {found}: an operator can list "
+            "the damaged files with manage.py verify_artifacts"
+        )
     return storage.read_chunks(
         artifact.storage_name, start, artifact.size if stop is None else stop
     )

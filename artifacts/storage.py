@@ -131,6 +131,15 @@ def read_chunks(name: str, start: int = 0, stop: int | None = None) -> Generator
             yield data
 
 
+def stored_size(name: str) -> int | None:
+    """The size in bytes of stored file ``name``; None when it is missing or cannot be read
+    (each storage backend raises its own errors)."""
+    try:
+        return artifact_storage().size(name)
+    except Exception:
+        return None
+
+
 def delete_files(names: list[str]) -> None:
     """Delete the stored files ``names`` (a missing one is no error)."""
     storage = artifact_storage()

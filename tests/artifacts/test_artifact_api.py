@@ -328,3 +328,16 @@ def test_other_projects_artifacts_are_404_and_viewers_may_not_write(
         assert viewer_api.delete(f"{ARTIFACTS_URL}{artifact['id']}/").status_code == 403
     assert len(stored_files(artifact_dir)) == 1
     assert Run.objects.filter(pk=run.pk).exists()
+
+
+def test_a_missing_or_resized_file_is_409_before_any_byte(api, run, artifact_dir):
+    artifact = upload(api, run.pk, TEXT).json()
+    path = artifact_dir / Artifact.objects.get(pk=artifact["id"]).storage_name
+    path.write_bytes(TEXT[:10])
+    cut = api.get(content_url(artifact["id"]))
+    assert cut.status_code == 409
+    assert "10 bytes, not the" in cut.json()["detail"]
+    path.unlink()
+    missing = api.get(content_url(artifact["id"]))
+    assert missing.status_code == 409
+    assert "missing" in missing.json()["detail"]
