@@ -19,6 +19,7 @@ from psycopg import sql
 from benchmarks import (
     bench_api,
     bench_approval,
+    bench_artifacts,
     bench_conversation,
     bench_dispatch,
     bench_gateway,
@@ -47,6 +48,7 @@ def _expected_rows() -> list[str]:
             bench_retention,
             bench_gateway,
             bench_conversation,
+            bench_artifacts,
         )
     }
     figures[HOST] = HOST_FIGURES
