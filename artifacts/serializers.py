@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.urls import reverse
 from django_filters import rest_framework as filters
 from rest_framework import serializers
@@ -73,12 +74,18 @@ class ContentQuerySerializer(StrictSerializer):
     download = serializers.BooleanField(required=False, default=False)
 
 
+class IntegerFilter(filters.Filter):
+    """A filter on a whole number (``NumberFilter`` takes decimals)."""
+
+    field_class = forms.IntegerField
+
+
 class ArtifactFilter(StrictFilterSet):
     """Filters of the artifacts list: ``run`` (id), ``step`` (id), ``kind`` (``upload`` |
     ``result``)."""
 
     run = filters.UUIDFilter(field_name="run_id")
-    step = filters.NumberFilter(field_name="step_id")
+    step = IntegerFilter(field_name="step_id")
     kind = filters.ChoiceFilter(choices=Artifact.Kind.choices)
 
     class Meta:
