@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 from projects.roles import Role
 from tests.conftest import AsgiServer
 from tests.e2e.conftest import logged_in_page
+from tests.e2e.test_accessibility import blocking_violations
 from testsupport.factories import make_token, make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -114,5 +115,7 @@ def test_an_operator_previews_a_runs_artifacts_from_the_run_page(
         tab.wait_for_load_state()
         expect(tab.locator("body")).to_contain_text("3 errors found")
         tab.close()
+        # The section adds no serious accessibility violation (axe-core, as every page).
+        assert blocking_violations(page) == []
     finally:
         page.context.close()
