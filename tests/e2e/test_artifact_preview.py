@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from agentops_client import Client
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 
 from projects.roles import Role
 from tests.conftest import AsgiServer
@@ -66,7 +66,12 @@ def test_uploaded_html_and_svg_run_no_script_in_the_site_origin(
     svg = agent.upload_artifact(run_id, SVG, name="logo.svg", content_type="image/svg+xml")
     page = logged_in_page(chromium, server.url, "olivia", f"/runs/{run_id}/")
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismissed(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismissed)
     try:
         # The run page's download link offers the file as a file.
         for artifact in (html, svg):
