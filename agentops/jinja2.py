@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import html
 import json
-import re
 from collections.abc import Hashable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -26,9 +25,10 @@ from django.utils.safestring import SafeString
 from django.utils.timezone import make_aware, template_localtime  # type: ignore[attr-defined]  # not in stubs
 from django.utils.translation import get_language
 from jinja2 import Environment, Undefined, pass_eval_context
-from jinja2.compiler import CodeGenerator, Frame
 from jinja2.nodes import EvalContext
 from markupsafe import Markup, escape
+
+from agentops.template_printing import page_code_generator, print_escaped
 
 
 def environment(**options: Any) -> Environment:
@@ -49,6 +49,7 @@ def environment(**options: Any) -> Environment:
     # attempt error's "type", a message's "role").
     options.update(keep_trailing_newline=True, finalize=_escape, undefined=Undefined)
     env = PageEnvironment(autoescape=True, **options)
+    env.code_generator_class = page_code_generator()
     env.globals.update(url=url, static=static, get_messages=get_messages)
     env.filters.update(
         date=date,
@@ -66,53 +67,10 @@ def environment(**options: Any) -> Environment:
     return env
 
 
-# The characters html.escape replaces (quote=True).
-_ESCAPED = re.compile(r"[&<>\"']")
-
-
-def print_escaped(value: Any) -> str:
-    """The text a page prints for ``value`` where autoescaping is on: what ``_escape`` and
-    then Jinja2's ``escape`` print (Django's escaping: ``&quot;``, ``&#x27;``), in one call
-    that makes no ``Markup``. Not for ``Markup`` results: it returns plain text, only for
-    the template's output."""
-    if type(value) is not str:
-        if not isinstance(value, str):
-            value = str(value)
-        if hasattr(value, "__html__"):
-            return str(value.__html__())
-        if '"' not in value and "'" not in value:
-            # As markupsafe's escape does for a subclass of str without quotes (_escape
-            # leaves it to it).
-            value = str(value)
-    # Most printed values (ids, statuses, numbers, times) have nothing to escape: one search
-    # in C instead of html.escape's five replacements.
-    return html.escape(value) if _ESCAPED.search(value) else value
-
-
-class _PrintingCodeGenerator(CodeGenerator):
-    """Compiles each printed value of autoescaped template code to one call of
-    ``print_escaped`` instead of Jinja2's ``escape(environment.finalize(context.eval_ctx,
-    value))``: three Python calls and a ``Markup`` a value, and a run page prints thousands.
-    Code where autoescaping changes at run time, or is off, compiles as Jinja2 compiles it
-    (``finalize`` then escapes or not)."""
-
-    def _output_child_pre(self, node: Any, frame: Frame, finalize: Any) -> None:
-        if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
-            super()._output_child_pre(node, frame, finalize)
-        else:
-            self.write("environment.print_escaped(")
-
-    def _output_child_post(self, node: Any, frame: Frame, finalize: Any) -> None:
-        if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
-            super()._output_child_post(node, frame, finalize)
-        else:
-            self.write(")")
-
-
 class PageEnvironment(Environment):
-    """The pages' Jinja2 environment: templates compiled by ``_PrintingCodeGenerator``."""
+    """The pages' Jinja2 environment: templates compiled by ``page_code_generator()``
+    (``agentops.template_printing``)."""
 
-    code_generator_class = _PrintingCodeGenerator
     print_escaped = staticmethod(print_escaped)
 
 

@@ -10,9 +10,8 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
-from django_fsm import FSMField, transition
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from agentops.fsm import ConcurrentTransitions
 from agentops.statuses import StatusInfo, status_map
 from approvals.conditions import ConditionError, check_condition
 from approvals.policy import EXPIRY_FAILS, EXPIRY_REJECTS, ApprovalPolicy
@@ -217,7 +216,7 @@ class ApprovalStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-class ApprovalRequest(ConcurrentTransitions, models.Model):
+class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
     """The approval gate of one risky step: reviewers' go-ahead before it runs.
 
     ``policy`` is the ``ApprovalPolicy`` (as JSON) it is decided by, copied from its step when

@@ -47,9 +47,8 @@ __all__ = [
     "ApprovalGate",
     "approval_decide",
     "approval_decide_many",
-    "approval_escalate_due",
     "approval_expire_due",
-    "approval_remind_due",
+    "record_pending",
 ]
 
 
@@ -81,7 +80,7 @@ class ApprovalGate:
         """Open the approval request of a step that has just moved to waiting, under the
         policy classified with the step (``Step.gate_params``): expiring after its
         ``ttl_seconds``, reminding and escalating after its delays (``remind_at``,
-        ``escalate_at``; beat does it, ``approval_remind_due``, ``approval_escalate_due``),
+        ``escalate_at``; beat does it, ``approvals.reminders``),
         and notifying its approvers and webhooks."""
         policy = ApprovalPolicy.from_json(step.gate_params)
         approval = ApprovalRequest.objects.create(
@@ -292,7 +291,7 @@ def _decide_locked(
         discarded = list(earlier.values_list("reviewer_name", flat=True))
         if discarded:
             earlier.delete()
-            _record_pending(
+            record_pending(
                 actor,
                 approval,
                 run,
@@ -313,7 +312,7 @@ def _decide_locked(
             )
     except IntegrityError:
         raise Conflict("you already decided on this approval request") from None
-    _record_pending(actor, approval, run, "approval.decision", decision=decision, comment=comment)
+    record_pending(actor, approval, run, "approval.decision", decision=decision, comment=comment)
     now = timezone.now()
     if decision in (Decision.REJECT, Decision.RESPOND):
         approval.reject(now=now)
@@ -354,7 +353,7 @@ def _reclassified_stricter_locked(
         step.risk, step.gate_params = found.risk, found.policy.as_json()
         approval.restart(risk=found.risk, policy=found.policy, now=database_now())
         approval.save()
-    _record_pending(actor, approval, run, "approval.reclassified", **found.audit)
+    record_pending(actor, approval, run, "approval.reclassified", **found.audit)
     if found.stricter:
         notifications_record(
             approval=approval,
@@ -384,93 +383,7 @@ def approval_expire_due(*, actor: Actor) -> int:
     return expired
 
 
-def _due(field: str, done_field: str) -> list[tuple[int, Any]]:
-    now = database_now()
-    return list(
-        ApprovalRequest.objects.filter(
-            status=ApprovalStatus.PENDING,
-            expires_at__gt=now,
-            **{f"{field}__lte": now, f"{done_field}__isnull": True},
-        )
-        .order_by(field)
-        .values_list("pk", "run_id")
-    )
-
-
-def _mark_due(
-    approval_id: int, run_id: Any, done_field: str
-) -> tuple[Run, Step, ApprovalRequest] | None:
-    """Inside a transaction: lock the run, the step and the request (lock order of
-    ``runs.transitions``) and set the request's ``done_field`` to now, unless it is no longer
-    pending or another beat run set it first (then None)."""
-    run = lock_run(run_id)
-    step = Step.objects.select_for_update().get(approval__pk=approval_id)
-    approval = ApprovalRequest.objects.select_for_update().get(pk=approval_id)
-    if approval.status != ApprovalStatus.PENDING or getattr(approval, done_field) is not None:
-        return None
-    setattr(approval, done_field, timezone.now())
-    approval.save(update_fields=[done_field])
-    return run, step, approval
-
-
-def approval_remind_due(*, actor: Actor) -> int:
-    """Remind the approvers of every pending request whose ``remind_at`` has come and that was
-    not reminded yet: ``reminded_at`` set, an ``approval.reminded`` audit event, and a
-    reminder notification to the approvers (and the rule's webhooks). Each request in its own
-    transaction, under its run's and its own row locks, so two beat runs at once remind once.
-    Returns how many were reminded."""
-    reminded = 0
-    for approval_id, run_id in _due("remind_at", "reminded_at"):
-        with audited_atomic():
-            marked = _mark_due(approval_id, run_id, "reminded_at")
-            if marked is None:
-                continue
-            run, step, approval = marked
-            groups = approval.rule.deciding_groups(escalated=False)
-            sent = notifications_record(
-                approval=approval,
-                run=run,
-                step=step,
-                event=NotificationEvent.REMINDER,
-                groups=groups,
-            )
-            _record_pending(
-                actor, approval, run, "approval.reminded", groups=groups, notified=len(sent)
-            )
-            reminded += 1
-    return reminded
-
-
-def approval_escalate_due(*, actor: Actor) -> int:
-    """Escalate every pending request whose ``escalate_at`` has come and that has not
-    escalated yet: ``escalated_at`` set (from then on members of the policy's
-    ``escalation_group`` may decide too), an ``approval.escalated`` audit event, and an
-    escalation notification to that group (and its and the rule's webhooks). Each request in
-    its own transaction, under its run's and its own row locks, so two beat runs at once
-    escalate once. Returns how many escalated."""
-    escalated = 0
-    for approval_id, run_id in _due("escalate_at", "escalated_at"):
-        with audited_atomic():
-            marked = _mark_due(approval_id, run_id, "escalated_at")
-            if marked is None:
-                continue
-            run, step, approval = marked
-            group = approval.rule.escalation_group
-            sent = notifications_record(
-                approval=approval,
-                run=run,
-                step=step,
-                event=NotificationEvent.ESCALATED,
-                groups=[group] if group else [],
-            )
-            _record_pending(
-                actor, approval, run, "approval.escalated", group=group, notified=len(sent)
-            )
-            escalated += 1
-    return escalated
-
-
-def _record_pending(
+def record_pending(
     actor: Actor, approval: ApprovalRequest, run: Run, verb: str, **payload: object
 ) -> None:
     """The audit event of what leaves the request pending: a decision that does not settle

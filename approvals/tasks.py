@@ -4,7 +4,7 @@ from celery import shared_task
 
 from agentops.actors import Actor
 from agentops.celery import send_or_drop
-from approvals import notifications, services
+from approvals import notifications, reminders
 from runs.tasks import DatabaseTask
 
 
@@ -22,8 +22,8 @@ def notify_due() -> dict[str, int]:
     whose message may be lost."""
     actor = Actor.system("approvals")
     return {
-        "reminded": services.approval_remind_due(actor=actor),
-        "escalated": services.approval_escalate_due(actor=actor),
+        "reminded": reminders.approval_remind_due(actor=actor),
+        "escalated": reminders.approval_escalate_due(actor=actor),
         "notifications_resent": notifications.notifications_resend_due(),
     }
 

@@ -115,10 +115,7 @@ def stream_head(*, run_id: uuid.UUID | None = None, chain: str = "") -> int:
         qs = AuditEvent.objects.order_by("-id")
         qs = qs.filter(run_id=run_id) if run_id is not None else qs
         return qs.values_list("id", flat=True).first() or 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {_TABLE} WHERE {_SETTLED} "  # noqa: S608
-            "ORDER BY xact_id DESC, id DESC LIMIT 1"
-        )
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
+    # Constant SQL (the transaction horizon has no ORM expression).
+    settled = AuditEvent.objects.filter(RawSQL(_SETTLED, (), output_field=BooleanField()))  # noqa: S611
+    newest = settled.order_by(RawSQL("xact_id", ()).desc(), "-id")
+    return newest.values_list("id", flat=True).first() or 0

@@ -52,6 +52,7 @@ BENCHMARKS = [
     "retention",
     "gateway",
     "conversation",
+    "memory",
     "artifacts",
 ]
 

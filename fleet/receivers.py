@@ -7,9 +7,9 @@ Connected in every process by ``FleetConfig.ready``; they act only in workers:
   (``fleet.broker``): Celery's messages carry no send time of their own.
 - ``task_prerun`` notes when a task starts, in this process's memory (no database;
   ``task_postrun`` forgets it);
-- ``task_success``, ``task_failure`` and ``task_retry`` write one row each, with a single
-  ``INSERT`` that also looks up the run the task concerned (its argument, a run or step id, by
-  ``TASK_SUBJECTS``). A task that executes many steps still costs one row.
+- ``task_success``, ``task_failure`` and ``task_retry`` write one row each, with the run the
+  task concerned (its argument, a run or step id, by ``TASK_SUBJECTS``) and that run's
+  project. A task that executes many steps still costs one row.
 
 ``AGENTOPS_TASK_HISTORY`` chooses what is recorded: ``all`` (default), ``failures`` (failures
 and retries only: no write for a task that succeeded) or ``off``.
@@ -39,7 +39,6 @@ from celery.signals import (
     task_success,
 )
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from fleet.models import TaskRecord, TaskState
@@ -60,41 +59,6 @@ TASK_SUBJECTS = {
 
 # task id → (wall-clock start, monotonic start), for tasks running in this process.
 _started: dict[str, tuple[datetime, float]] = {}
-
-_RECORDS = TaskRecord._meta.db_table
-_COLUMNS = (
-    "task_id",
-    "name",
-    "call",
-    "args_summary",
-    "state",
-    "worker",
-    "queue",
-    "started_at",
-    "finished_at",
-    "runtime_ms",
-    "retries",
-    "exception",
-    "traceback",
-    "resent_task_id",
-)
-_SUBJECT_SQL: dict[str | None, str] = {
-    None: "SELECT NULL::uuid AS run_id, NULL::bigint AS project_id",
-    "run": f"SELECT id AS run_id, project_id FROM {Run._meta.db_table} WHERE id = %s",  # noqa: S608
-    "step": (
-        f"SELECT r.id AS run_id, r.project_id FROM {Step._meta.db_table} s "  # noqa: S608
-        f"JOIN {Run._meta.db_table} r ON r.id = s.run_id WHERE s.id = %s"
-    ),
-}
-
-
-def _insert_sql(subject: str | None) -> str:
-    marks = ", ".join(["%s"] * len(_COLUMNS))
-    return (
-        f"INSERT INTO {_RECORDS} ({', '.join(_COLUMNS)}, run_id, project_id) "  # noqa: S608
-        f"SELECT {marks}, subject.run_id, subject.project_id "
-        f"FROM (SELECT 1) AS one LEFT JOIN ({_SUBJECT_SQL[subject]}) AS subject ON true"
-    )
 
 
 def _subject(name: str, args: Any) -> tuple[str | None, Any]:
@@ -173,26 +137,35 @@ def _insert(
     exception = _text(exception or "")[:TRACEBACK_CHARS]
     traceback = _text(traceback or "")[-TRACEBACK_CHARS:]
     delivery = getattr(request, "delivery_info", None) or {}
-    values = [
-        task_id,
-        name[:255],
-        json.dumps(call) if call is not None else None,
-        _text(summary),
-        state,
-        (getattr(request, "hostname", None) or socket.gethostname())[:255],
-        str(delivery.get("routing_key") or "")[:255],
-        started_at,
-        finished_at,
-        runtime_ms,
-        int(getattr(request, "retries", 0) or 0),
-        exception,
-        traceback,
-        "",
-    ]
+    TaskRecord.objects.create(
+        task_id=task_id,
+        name=name[:255],
+        call=call,
+        args_summary=_text(summary),
+        state=state,
+        worker=(getattr(request, "hostname", None) or socket.gethostname())[:255],
+        queue=str(delivery.get("routing_key") or "")[:255],
+        started_at=started_at,
+        finished_at=finished_at,
+        runtime_ms=runtime_ms,
+        retries=int(getattr(request, "retries", 0) or 0),
+        exception=exception,
+        traceback=traceback,
+        **_run_of(name, args),
+    )
+
+
+def _run_of(name: str, args: Any) -> dict[str, Any]:
+    """``{"run_id", "project_id"}`` of the run the task's first argument names (directly or
+    through one of its steps); both None when it names none or no such row exists."""
     kind, subject_id = _subject(name, args)
-    params = values + ([subject_id] if kind else [])
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(kind), params)
+    found = None
+    if kind == "run":
+        found = Run.objects.filter(pk=subject_id).values_list("pk", "project_id").first()
+    elif kind == "step":
+        found = Step.objects.filter(pk=subject_id).values_list("run_id", "run__project_id").first()
+    run_id, project_id = found or (None, None)
+    return {"run_id": run_id, "project_id": project_id}
 
 
 def _text(value: str) -> str:

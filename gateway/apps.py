@@ -16,7 +16,11 @@ class GatewayConfig(AppConfig):
 
         from agentops.tokens import credentials_changed
         from gateway.models import Upstream
+        from gateway.retention import McpSessionRows
+        from runs import retention
 
         uid = "credentials-Upstream"
         post_save.connect(credentials_changed, sender=Upstream, dispatch_uid=uid)
         post_delete.connect(credentials_changed, sender=Upstream, dispatch_uid=f"{uid}-")
+        # An MCP session goes with its run when retention deletes the run.
+        retention.register_dependent_rows(McpSessionRows())

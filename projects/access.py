@@ -10,25 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
-
-from projects.models import ApiToken, Project
+from projects.models import ApiToken, Membership, Project
 from projects.roles import ROLE_PERMISSIONS
 
 _CACHE = "_agentops_project_roles"
 
 
-# Raw SQL: every page and API request reads the user's memberships, and the ORM took several
-# times longer to build this query than PostgreSQL to answer it.
-_MEMBERSHIPS = "SELECT project_id, role FROM projects_membership WHERE user_id = %s"
-
-
 def _memberships(user_id: int) -> dict[int, str]:
     """``{project id: role}`` of the memberships of user ``user_id`` (a ``Membership`` row
     each)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_MEMBERSHIPS, [user_id])
-        return dict(cursor.fetchall())
+    return dict(Membership.objects.filter(user_id=user_id).values_list("project_id", "role"))
 
 
 @dataclass

@@ -3,8 +3,9 @@
 Permissions are Django permission names (``app_label.codename``) of the apps above this one;
 they are plain strings here so this app imports none of them.
 
-- ``viewer``: see runs, steps, approvals and audit events.
-- ``operator``: a viewer who also creates, drives, cancels and resumes runs.
+- ``viewer``: see runs, steps, approvals, audit events and memory items.
+- ``operator``: a viewer who also creates, drives, cancels and resumes runs, and writes and
+  deletes memory items.
 - ``reviewer``: a viewer who also decides approval requests.
 - ``admin``: operator and reviewer together, who also registers the project's state schemas
   (``runs.StateSchema``) and may erase a subject's data (``runs.erase_subject``: their
@@ -30,9 +31,19 @@ VIEW = frozenset(
         "runs.view_step",
         "approvals.view_approvalrequest",
         "audit.view_auditevent",
+        "memory.view_memoryitem",
     }
 )
-OPERATE = frozenset({"runs.add_run", "runs.cancel_run", "runs.resume_run", "runs.drive_run"})
+OPERATE = frozenset(
+    {
+        "runs.add_run",
+        "runs.cancel_run",
+        "runs.resume_run",
+        "runs.drive_run",
+        "memory.change_memoryitem",
+        "memory.delete_memoryitem",
+    }
+)
 DECIDE = frozenset({"approvals.decide_approvalrequest"})
 MANAGE = frozenset({"runs.add_stateschema"})
 ERASE = frozenset({"runs.erase_subject"})

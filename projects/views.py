@@ -14,7 +14,11 @@ from projects.access import Access
 
 # What it takes to see an object at all, by the permission an action needs: an object the user
 # may not see is a 404 (as if it did not exist), one they see but may not act on a 403.
-_VIEW_PERMISSION = {"runs": "runs.view_run", "approvals": "approvals.view_approvalrequest"}
+_VIEW_PERMISSION = {
+    "runs": "runs.view_run",
+    "approvals": "approvals.view_approvalrequest",
+    "memory": "memory.view_memoryitem",
+}
 
 View = Callable[..., HttpResponse]
 

@@ -7,266 +7,60 @@ errors become status codes in ``agentops.api.exception_handler``.
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
-from rest_framework import exceptions, serializers, status, viewsets
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentops.api import ErrorSerializer, NewestFirstPagination, PreconditionRequired, actor_for
-from agentops.errors import PreconditionFailed
-from agentops.parsers import JsonPatchParser, MergePatchParser, StrictJSONParser
+from agentops.actors import Actor
+from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from projects.models import Project
 from runs import selectors
-from runs.control import (
-    compaction,
-    conversation,
-    create,
-    fork,
-    lifecycle,
-    settle,
-    state,
-    state_schemas,
+from runs.control import compaction, conversation, create, fork, lifecycle, settle, state
+from runs.conversation_api import (
+    ConversationEndpoints,
+    conversation_schema,
+    messages_read_documented,
+)
+from runs.conversation_serializers import (
+    MessagePageSerializer,
+    MessagesInputSerializer,
+    MessagesQuerySerializer,
 )
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import AgentSession, Run, StateSchema, state_etag
+from runs.models import AgentSession, Compaction, Run
 from runs.serializers import (
-    AgentStateSerializer,
     AppendStepSerializer,
     CancelRunSerializer,
-    CompactionSerializer,
-    CompactSerializer,
-    ContextSerializer,
     CreateRunSerializer,
-    CreateStateSchemaSerializer,
     EmptySerializer,
     EventPageSerializer,
     EventQuerySerializer,
     ForkRunSerializer,
-    MessagePageSerializer,
-    MessagesInputSerializer,
-    MessagesQuerySerializer,
     RunListSerializer,
     RunSerializer,
     RunTotalsSerializer,
     SettleStepSerializer,
-    StateQuerySerializer,
-    StateSchemaQuerySerializer,
-    StateSchemaSerializer,
-    StateWriteQuerySerializer,
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
 )
+from runs.state_api import BAD_INPUT, StateEndpoints
 from runs.tools import all_tools
 
-_BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No run with this id.")
 _CONFLICT = OpenApiResponse(
     ErrorSerializer, description="The run's current status forbids this now."
 )
-STATE_WRITE_RESPONSES = {
-    200: AgentStateSerializer,
-    400: _BAD_INPUT,
-    404: _NOT_FOUND,
-    409: OpenApiResponse(
-        ErrorSerializer,
-        description="The run is finished, or the JSON Patch does not apply to the state.",
-    ),
-    412: OpenApiResponse(
-        ErrorSerializer,
-        description="If-Match is not the current version (`version`, and `ETag`, name it).",
-    ),
-    413: OpenApiResponse(ErrorSerializer, description="The new state is over the size limit."),
-    415: OpenApiResponse(ErrorSerializer, description="Not a media type this method takes."),
-    428: OpenApiResponse(ErrorSerializer, description="If-Match is missing or `*`."),
-}
-IF_MATCH_PARAMETER = OpenApiParameter(
-    "If-Match",
-    type=str,
-    location=OpenApiParameter.HEADER,
-    required=True,
-    description="The ETag of the state version this write was made against (from a read "
-    'or the last write), one strong entity tag: `"<run id>:<version>"`.',
-)
-# One entity tag (RFC 9110 §8.8.3): optionally weak (``W/``), then a quoted etagc string.
-_ENTITY_TAG = re.compile(r'(W/)?"([\x21\x23-\x7e]*)"')
-_MERGE_PATCH = MergePatchParser.media_type
-_JSON_PATCH = JsonPatchParser.media_type
-# The bodies a state PATCH takes: a JSON Merge Patch (RFC 7396) or a JSON Patch (RFC 6902).
-STATE_PATCH_REQUEST = {
-    _MERGE_PATCH: OpenApiTypes.OBJECT,
-    _JSON_PATCH: {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "op": {
-                    "type": "string",
-                    "enum": ["add", "remove", "replace", "move", "copy", "test"],
-                },
-                "path": {"type": "string"},
-                "from": {"type": "string"},
-                "value": {},
-            },
-            "required": ["op", "path"],
-        },
-    },
-}
-
-
-class StateEndpoints:
-    """``state/`` of a run or a session (``GET``, ``PUT``, ``PATCH``): the agent's state,
-    versioned, each write made against the ``If-Match`` version (RFC 9110 §13.1.1).
-
-    The view names what it serves with ``state_owner`` (``run``, ``session``) and implements
-    ``state_read`` and ``state_write``; ``state_query`` checks a write's query."""
-
-    state_owner = "run"
-    state_query: type[serializers.Serializer] = StateWriteQuerySerializer
-
-    def state_read(self, pk: uuid.UUID, version: int | None) -> selectors.AgentState:
-        raise NotImplementedError
-
-    def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
-        raise NotImplementedError
-
-    def _state_response(self, owner_id: uuid.UUID, found: selectors.AgentState) -> Response:
-        headers = {"ETag": state_etag(owner_id, found.version)}
-        if found.upgraded_from is not None:
-            headers["Agentops-State-Upgraded"] = f"{found.upgraded_from} -> {found.schema_version}"
-        return Response(AgentStateSerializer(found).data, headers=headers)
-
-    def _base_version(self, request: Request, owner_id: uuid.UUID) -> int:
-        """The state version named by the request's ``If-Match`` (RFC 9110 §13.1.1): one strong
-        entity tag of this run's (or session's) state. ``*`` is refused like a missing header
-        (it would match any version: a lost update); a weak tag, or one of another run or
-        session, never matches (strong comparison), so it answers 412 with the current
-        version.
-
-        Raises:
-            PreconditionRequired: no ``If-Match``, or ``*`` (428).
-            ValidationError: not one entity tag (400).
-            PreconditionFailed: a tag that names no version of this run's state (412).
-        """
-        header = request.headers.get("If-Match")
-        if header is None or header.strip() == "*":
-            raise PreconditionRequired()
-        tag = _ENTITY_TAG.fullmatch(header.strip())
-        if tag is None:
-            raise exceptions.ValidationError(
-                {"If-Match": ['must be one entity tag, e.g. "<run id>:<version>"']}
-            )
-        named = re.fullmatch(rf"{re.escape(str(owner_id))}:(0|[1-9][0-9]{{0,9}})", tag.group(2))
-        if tag.group(1) is None and named is not None:
-            return int(named.group(1))
-        current = self.state_read(owner_id, None).version
-        raise PreconditionFailed(
-            f"If-Match {header.strip()} names no version of this {self.state_owner}'s state; "
-            f"the current version is {current}",
-            version=current,
-            etag=state_etag(owner_id, current),
-        )
-
-    def _state_write(self, request: Request, pk: uuid.UUID, operation: state.Operation) -> Response:
-        query = self.state_query(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        if not request.body:
-            raise exceptions.ValidationError({"body": ["a body is required"]})
-        # Malformed content is a 400 whatever the If-Match (parsed first).
-        document = request.data
-        written = self.state_write(
-            pk,
-            request,
-            base_version=self._base_version(request, pk),
-            operation=operation,
-            document=document,
-            **query.validated_data,
-        )
-        return self._state_response(pk, written)
-
-    @extend_schema(
-        summary="The agent's own state of a run (current or any past version), with its ETag.",
-        parameters=[StateQuerySerializer],
-        responses={
-            200: AgentStateSerializer,
-            400: _BAD_INPUT,
-            404: _NOT_FOUND,
-            409: OpenApiResponse(
-                ErrorSerializer,
-                description="The current state cannot be upgraded to the newest version of "
-                "the run's state schema (the message says where and why).",
-            ),
-        },
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        parser_classes=[StrictJSONParser, MergePatchParser, JsonPatchParser],
-    )
-    def state(self, request: Request, pk: uuid.UUID) -> Response:
-        """Version ``?version=`` of the agent's state (default: the current one):
-        ``{"version", "state", "schema_version", "upgraded_from"}``, its ``ETag`` to send as
-        ``If-Match`` with the next write. Version 0 is the state the run (or session) started
-        with.
-
-        The current state of a run whose state schema has a newer version than the one it was
-        stored under is shown upgraded (``runs.selectors.agent_state_read``, nothing written):
-        ``upgraded_from`` and the header ``Agentops-State-Upgraded: <old> -> <new>`` say so.
-        A version named by ``?version=`` is shown as it was written."""
-        query = StateQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        found = self.state_read(pk, query.validated_data.get("version"))
-        return self._state_response(pk, found)
-
-    @extend_schema(
-        summary="Replace the agent's state (a new version), made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
-        request={"application/json": OpenApiTypes.OBJECT},
-        responses=STATE_WRITE_RESPONSES,
-    )
-    @state.mapping.put
-    def state_put(self, request: Request, pk: uuid.UUID) -> Response:
-        """The body (``application/json``) is the whole new state, a JSON object
-        (``runs.control.state.run_state_write``, ``session_state_write``)."""
-        if request.content_type.split(";")[0].strip().lower() != "application/json":
-            raise exceptions.UnsupportedMediaType(request.content_type)
-        return self._state_write(request, pk, "put")
-
-    @extend_schema(
-        summary="Patch the agent's state (a new version), made against the If-Match version.",
-        parameters=[IF_MATCH_PARAMETER, StateWriteQuerySerializer],
-        request=STATE_PATCH_REQUEST,
-        responses=STATE_WRITE_RESPONSES,
-    )
-    @state.mapping.patch
-    def state_patch(self, request: Request, pk: uuid.UUID) -> Response:
-        """The body is a JSON Merge Patch (RFC 7396, ``application/merge-patch+json``) or a
-        JSON Patch (RFC 6902, ``application/json-patch+json``) of the state
-        (``runs.control.state.run_state_write``, ``session_state_write``)."""
-        media_type = request.content_type.split(";")[0].strip().lower()
-        operations: dict[str, state.Operation] = {
-            _MERGE_PATCH: "merge_patch",
-            _JSON_PATCH: "json_patch",
-        }
-        if media_type not in operations:
-            raise exceptions.UnsupportedMediaType(request.content_type)
-        return self._state_write(request, pk, operations[media_type])
 
 
 @extend_schema(tags=["runs"])
@@ -276,8 +70,11 @@ class StateEndpoints:
         summary="One run with its conversation and every step.",
         responses={200: RunSerializer, 404: _NOT_FOUND},
     ),
+    **conversation_schema(
+        "run", MessagesInputSerializer, RunTotalsSerializer, _NOT_FOUND, _CONFLICT
+    ),
 )
-class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
+class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet):
     """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
 
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
@@ -316,6 +113,9 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
     filterset_class = RunFilter
     pagination_class = NewestFirstPagination
     serializer_class = RunSerializer
+    messages_input = MessagesInputSerializer
+    messages_query = MessagesQuerySerializer
+    message_page = MessagePageSerializer
 
     def get_queryset(self) -> QuerySet[Run]:
         """The runs of the projects the user may see, requester joined (step summaries: see
@@ -336,6 +136,38 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
     def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
         """Write run ``pk``'s agent state (``runs.control.state.run_state_write``)."""
         return state.run_state_write(run_id=pk, actor=actor_for(request), **fields)
+
+    messages_read = messages_read_documented(
+        summary="The run's latest messages, oldest first (page back with before).",
+        parameters=[MessagesQuerySerializer],
+        responses={200: MessagePageSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
+    )
+
+    def conversation_append(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> dict[str, Any]:
+        """Append a model turn (``runs.control.conversation.run_messages_append``): the run's
+        status and new totals (without its steps and conversation: a turn is frequent, the
+        run grows)."""
+        run = conversation.run_messages_append(actor=actor, run_id=pk, **fields)
+        # Read again: the row as committed (a protected status cannot be refreshed in place).
+        totals = Run.objects.select_related("requested_by").get(pk=run.pk)
+        return RunTotalsSerializer(totals).data
+
+    def conversation_page(self, pk: uuid.UUID, **query: Any) -> dict[str, Any]:
+        """The last ``last`` messages (``runs.selectors.messages_before``: one indexed query),
+        of those before position ``before`` when given, and the run's message count."""
+        count = Run.objects.values_list("message_count", flat=True).get(pk=pk)
+        before = query["before"]
+        end = count if before is None else min(before, count)
+        found = selectors.messages_before(run_id=pk, end=end, last=query["last"])
+        return {"messages": found, "message_count": count}
+
+    def conversation_context(self, pk: uuid.UUID) -> selectors.ActiveContext:
+        """``runs.selectors.active_context``."""
+        return selectors.active_context(run_id=pk)
+
+    def conversation_compact(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> Compaction:
+        """``runs.control.compaction.run_compact``."""
+        return compaction.run_compact(actor=actor, run_id=pk, **fields)
 
     def get_serializer_class(self) -> type[RunSerializer | RunListSerializer]:
         return RunListSerializer if self.action == "list" else RunSerializer
@@ -377,7 +209,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         request=CreateRunSerializer,
         responses={
             201: RunSerializer,
-            400: _BAD_INPUT,
+            400: BAD_INPUT,
             404: OpenApiResponse(
                 ErrorSerializer, description="No session with this id or external_id here."
             ),
@@ -402,7 +234,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Append a step to a client run.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=AppendStepSerializer,
-        responses={201: StepSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={201: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -430,7 +262,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Report the outcome of a client step (a tool the client ran itself).",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=StepReportSerializer,
-        responses={200: StepSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={200: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/result")
     @idempotent
@@ -454,7 +286,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         "or did not (it runs again).",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=SettleStepSerializer,
-        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/settle")
     @idempotent
@@ -469,76 +301,10 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         return self._run_response(run.pk)
 
     @extend_schema(
-        summary="Append a client's model turn (messages and usage) to its run.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=MessagesInputSerializer,
-        responses={201: RunTotalsSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
-    )
-    @action(detail=True, methods=["post"])
-    @idempotent
-    def messages(self, request: Request, pk: uuid.UUID) -> Response:
-        """Append messages and a model call's usage
-        (``runs.control.conversation.run_messages_append``); answers the run's status and new
-        totals (without its steps and conversation: a turn is frequent, the run grows)."""
-        body = MessagesInputSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        run = conversation.run_messages_append(
-            actor=actor_for(request), run_id=pk, **body.validated_data
-        )
-        # Read again: the row as committed (a protected status cannot be refreshed in place).
-        totals = Run.objects.select_related("requested_by").get(pk=run.pk)
-        return Response(RunTotalsSerializer(totals).data, status=status.HTTP_201_CREATED)
-
-    @extend_schema(
-        summary="The run's latest messages, oldest first (page back with before).",
-        parameters=[MessagesQuerySerializer],
-        responses={200: MessagePageSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
-    )
-    @messages.mapping.get
-    def messages_read(self, request: Request, pk: uuid.UUID) -> Response:
-        """The last ``last`` messages (``runs.selectors.messages_before``: one indexed
-        query), of those before position ``before`` when given, and the run's message count."""
-        query = MessagesQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        count = Run.objects.values_list("message_count", flat=True).get(pk=pk)
-        before = query.validated_data["before"]
-        end = count if before is None else min(before, count)
-        found = selectors.messages_before(run_id=pk, end=end, last=query.validated_data["last"])
-        page = {"messages": found, "message_count": count}
-        return Response(MessagePageSerializer(page).data)
-
-    @extend_schema(
-        summary="The run's active context: what its model is to be sent, with its tokens.",
-        responses={200: ContextSerializer, 404: _NOT_FOUND},
-    )
-    @action(detail=True, methods=["get"])
-    def context(self, request: Request, pk: uuid.UUID) -> Response:
-        """The active context (``runs.selectors.active_context``): messages no compaction
-        replaced, each active compaction's summary in their place, and the tokens in all."""
-        return Response(ContextSerializer(selectors.active_context(run_id=pk)).data)
-
-    @extend_schema(
-        summary="Replace older messages in the run's active context by a summary.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=CompactSerializer,
-        responses={201: CompactionSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
-    )
-    @action(detail=True, methods=["post"])
-    @idempotent
-    def compact(self, request: Request, pk: uuid.UUID) -> Response:
-        """Compact (``runs.control.compaction.run_compact``): the client's ``summary`` of
-        messages ``first`` to ``last``, or none and the server's summarizer chooses; the
-        messages are kept."""
-        body = CompactSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        made = compaction.run_compact(actor=actor_for(request), run_id=pk, **body.validated_data)
-        return Response(CompactionSerializer(made).data, status=status.HTTP_201_CREATED)
-
-    @extend_schema(
         summary="A client run appends no more steps; it succeeds once they are done.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
-        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -552,7 +318,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Cancel a run and every open step and approval.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=CancelRunSerializer,
-        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -569,7 +335,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Resume a failed run from its failed step.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
-        responses={200: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -583,7 +349,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Fork a new run from the checkpoint before a step.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=ForkRunSerializer,
-        responses={201: RunSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+        responses={201: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -598,7 +364,7 @@ class RunViewSet(StateEndpoints, viewsets.GenericViewSet):
     @extend_schema(
         summary="The run's audit events in id order, after a given event id.",
         parameters=[EventQuerySerializer],
-        responses={200: EventPageSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+        responses={200: EventPageSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     )
     @action(detail=True, methods=["get"])
     def events(self, request: Request, pk: uuid.UUID) -> Response:
@@ -624,83 +390,3 @@ class ToolViewSet(viewsets.ViewSet):
     def list(self, request: Request) -> Response:
         """Every registered tool, sorted by name, with its argument schema and risk."""
         return Response(ToolSerializer(all_tools(), many=True).data)
-
-
-@extend_schema(tags=["state-schemas"])
-@extend_schema_view(
-    list=extend_schema(
-        summary="State schemas of the projects you may see, newest first (cursor pages).",
-        parameters=[StateSchemaQuerySerializer],
-    ),
-    retrieve=extend_schema(
-        summary="One version of a state schema.",
-        responses={200: StateSchemaSerializer, 404: _NOT_FOUND},
-    ),
-)
-class StateSchemaViewSet(viewsets.GenericViewSet):
-    """Versions of the projects' JSON Schemas for agent states (``runs.models.StateSchema``).
-
-    Permissions: list and read ``runs.view_run`` (in the schema's project); register
-    ``runs.add_stateschema`` (project admins). Versions are never changed or deleted.
-    """
-
-    lookup_value_converter = "int"
-    permission_classes = [ProjectActionPermissions]
-    view_permission = "runs.view_run"
-    not_found = "state schema not found"
-    action_permissions = {
-        "list": ("runs.view_run",),
-        "retrieve": ("runs.view_run",),
-        "create": ("runs.add_stateschema",),
-    }
-    pagination_class = NewestFirstPagination
-    serializer_class = StateSchemaSerializer
-
-    def get_queryset(self) -> QuerySet[StateSchema]:
-        """The versions of the projects the user may see runs of, project joined."""
-        rows = StateSchema.objects.select_related("project")
-        return access_for(self.request).scope(rows, "runs.view_run")
-
-    def project_id_of(self, pk: int) -> int | None:
-        """The project of schema version ``pk`` (None: none), for ``ProjectActionPermissions``."""
-        return StateSchema.objects.filter(pk=pk).values_list("project_id", flat=True).first()
-
-    def list(self, request: Request) -> Response:
-        """Versions newest first, only schema ``?name=`` when given; ``?cursor=`` pages."""
-        query = StateSchemaQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        rows = self.get_queryset()
-        if "name" in query.validated_data:
-            rows = rows.filter(name=query.validated_data["name"])
-        page = self.paginate_queryset(rows) or []
-        return self.get_paginated_response(StateSchemaSerializer(page, many=True).data)
-
-    def retrieve(self, request: Request, pk: int) -> Response:
-        """One version with its schema and migration."""
-        return Response(StateSchemaSerializer(self.get_queryset().get(pk=pk)).data)
-
-    @extend_schema(
-        summary="Register the next version of a state schema.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=CreateStateSchemaSerializer,
-        responses={
-            201: StateSchemaSerializer,
-            400: _BAD_INPUT,
-            409: OpenApiResponse(ErrorSerializer, description="The version was taken meanwhile."),
-        },
-    )
-    @idempotent
-    def create(self, request: Request) -> Response:
-        """Register a version (``runs.control.state_schemas.state_schema_create``): a schema
-        that may not be used (remote ``$ref``, a pattern outside RE2, a loop), a version
-        that is not the next or a missing or unknown migration is a 400 naming the field."""
-        body = CreateStateSchemaSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        fields = dict(body.validated_data)
-        project = project_for_create(
-            access_for(request), fields.pop("project", None), "runs.add_stateschema"
-        )
-        created = state_schemas.state_schema_create(
-            actor=actor_for(request), project=project, **fields
-        )
-        return Response(StateSchemaSerializer(created).data, status=status.HTTP_201_CREATED)

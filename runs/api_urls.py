@@ -6,8 +6,9 @@ Run and session ids are matched as UUIDs, so a malformed id is a 404 before any 
 
 from rest_framework.routers import SimpleRouter
 
-from runs.api import RunViewSet, StateSchemaViewSet, ToolViewSet
+from runs.api import RunViewSet, ToolViewSet
 from runs.sessions_api import SessionViewSet, SubjectViewSet
+from runs.state_api import StateSchemaViewSet
 
 router = SimpleRouter(use_regex_path=False)
 router.register("runs", RunViewSet, basename="api-run")

@@ -11,14 +11,17 @@ class RunsConfig(AppConfig):
         # Registering the built-in tools (and the error forms of the τ-bench tools that
         # transcript runs replay) is an import side effect of their modules.
         from artifacts.retention import ArtifactRows
+        from memory.retention import MemoryProvenanceRows
         from runs import retention, wakeups
         from runs.control.compaction import load_summarizer
         from runs.tasks import CeleryWakeups
-        from runs.tools import builtin, tau_bench  # noqa: F401
+        from runs.tools import builtin, memory, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())
         # Retention deletes a run's artifacts with it (the files after the commit).
         retention.register_dependent_rows(ArtifactRows())
+        # Run retention unlinks the memory items whose provenance names what it deletes.
+        retention.register_dependent_rows(MemoryProvenanceRows())
         # A summarizer setting that names nothing fails the start, not the first compaction.
         load_summarizer()
         # The agent state migrations a state schema may name register as their modules load.

@@ -26,6 +26,7 @@ from agentops.actors import Actor, ActorKind
 from agentops.errors import Conflict, InvalidInput
 from audit.services import audit_system, audited_atomic
 from runs.models import PURGE_OPEN, PurgeStatus, RetentionPolicy, RetentionPurge
+from runs.queries import advisory_lock_release, advisory_lock_try
 from runs.retention import RetentionReport, retention_purge
 
 logger = logging.getLogger(__name__)
@@ -49,15 +50,12 @@ def _purge_lock() -> Iterator[bool]:
     if connection.vendor != "postgresql":
         yield True
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [PURGE_LOCK_KEY])
-        (taken,) = cursor.fetchone()
+    taken = advisory_lock_try(key=PURGE_LOCK_KEY)
     try:
         yield taken
     finally:
         if taken:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [PURGE_LOCK_KEY])
+            advisory_lock_release(key=PURGE_LOCK_KEY)
 
 
 def _is_lost(purge: RetentionPurge, *, lock_free: bool) -> bool:

@@ -39,24 +39,11 @@ from runs.models import (
     StepAttempt,
     ToolCall,
 )
+from runs.queries import runs_delete, steps_delete
 from runs.statuses import RUN_TERMINAL, STEP_OPEN
 
 # Runs handled per chunk.
 _RETENTION_RUN_CHUNK = 500
-# The given runs that are still finished, locked (first, as every transition locks them): a run
-# resumed since it was chosen is left alone, and none can be resumed while a batch deletes.
-_LOCK_FINISHED = "SELECT id FROM runs_run WHERE id = ANY(%s) AND status = ANY(%s) FOR UPDATE"
-# A batch of steps of the given runs, locked: what one retention transaction deletes.
-_STEP_BATCH = "SELECT id FROM runs_step WHERE run_id = ANY(%s) LIMIT %s FOR UPDATE"
-# The steps of a batch and the rows of this app hanging off them, in one statement: the
-# statements of a WITH share a snapshot, and Django's foreign keys are checked at commit
-# (DEFERRABLE INITIALLY DEFERRED), so children and parents may go together.
-_DELETE_STEPS = """
-WITH checkpoints AS (DELETE FROM runs_checkpoint WHERE step_id = ANY(%(ids)s)),
-attempts AS (DELETE FROM runs_stepattempt WHERE step_id = ANY(%(ids)s)),
-calls AS (DELETE FROM runs_toolcall WHERE step_id = ANY(%(ids)s))
-DELETE FROM runs_step WHERE id = ANY(%(ids)s)
-"""
 
 
 class DependentRows(Protocol):
@@ -161,9 +148,12 @@ def retention_preview(*, policy: RetentionPolicy, now: datetime | None = None) -
     )
 
 
-def _lock_finished(cursor: Any, run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    cursor.execute(_LOCK_FINISHED, [run_ids, list(RUN_TERMINAL)])
-    return [row[0] for row in cursor.fetchall()]
+def _lock_finished(run_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """The given runs that are still finished, locked (first, as every transition locks
+    them): a run resumed since it was chosen is left alone, and none can be resumed while a
+    batch deletes."""
+    finished = Run.objects.select_for_update().filter(pk__in=run_ids, status__in=RUN_TERMINAL)
+    return list(finished.values_list("pk", flat=True))
 
 
 Progress = Callable[[RetentionReport], None]
@@ -186,37 +176,29 @@ def _delete_runs(
         return
     while True:
         started = time.monotonic()
-        with transaction.atomic(), connection.cursor() as cursor:
-            run_ids = _lock_finished(cursor, run_ids)
+        with transaction.atomic():
+            run_ids = _lock_finished(run_ids)
             if not run_ids:
                 return
-            cursor.execute(_STEP_BATCH, [run_ids, batch_size])
-            step_ids = [row[0] for row in cursor.fetchall()]
+            # A batch of steps of the given runs, locked: what one retention transaction
+            # deletes.
+            batch = Step.objects.select_for_update().filter(run_id__in=run_ids)
+            step_ids = list(batch.values_list("pk", flat=True)[:batch_size])
             if step_ids:
                 for dependent in _dependents:
                     dependent.delete_for_steps(step_ids)
-                cursor.execute(_DELETE_STEPS, {"ids": step_ids})
+                steps_delete(step_ids=step_ids)
         _timed_batch(report, started)
         report.steps += len(step_ids)
         progress(report)
         if len(step_ids) < batch_size:
             break
     started = time.monotonic()
-    with transaction.atomic(), connection.cursor() as cursor:
-        run_ids = _lock_finished(cursor, run_ids)
+    with transaction.atomic():
+        run_ids = _lock_finished(run_ids)
         for dependent in _dependents:
             dependent.delete_for_runs(run_ids)
-        cursor.execute("DELETE FROM runs_modelcall WHERE run_id = ANY(%s)", [run_ids])
-        cursor.execute("DELETE FROM runs_stateversion WHERE run_id = ANY(%s)", [run_ids])
-        cursor.execute("DELETE FROM runs_compaction WHERE run_id = ANY(%s)", [run_ids])
-        cursor.execute("DELETE FROM runs_message WHERE run_id = ANY(%s)", [run_ids])
-        # Forks of these runs outlive them (Run.forked_from is SET_NULL, which Django, not the
-        # database, would do).
-        cursor.execute(
-            "UPDATE runs_run SET forked_from_id = NULL WHERE forked_from_id = ANY(%s)", [run_ids]
-        )
-        cursor.execute("DELETE FROM runs_run WHERE id = ANY(%s)", [run_ids])
-        report.runs += cursor.rowcount
+        report.runs += runs_delete(run_ids=run_ids)
     _timed_batch(report, started)
 
 

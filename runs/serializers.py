@@ -17,22 +17,16 @@ from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
-from runs.control.compaction import MAX_SUMMARY_CHARS
-from runs.control.conversation import MAX_MESSAGES
 from runs.control.lifecycle import MAX_REASON
-from runs.control.state import MAX_RATIONALE
 from runs.models import (
     AgentKind,
-    Compaction,
     Executor,
-    Message,
     OnBudgetExceeded,
     Run,
-    StateSchema,
     Step,
     StepAttempt,
 )
-from runs.selectors import STEP_SUMMARY_FIELDS, ActiveContext
+from runs.selectors import STEP_SUMMARY_FIELDS
 from runs.statuses import run_status_choices, step_status_choices
 from runs.tools import Tool
 
@@ -241,92 +235,6 @@ class RunSerializer(_RunFieldsSerializer):
         return [message.as_openai() for message in run.messages.all()]
 
 
-class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):
-    """One message of a run's conversation: its ``position`` (0-based, in the order
-    appended), ``message`` as appended (OpenAI chat format), ``tokens`` (estimated, tokens),
-    ``step_index`` (the run's last step when it was appended; null: none yet)."""
-
-    message = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Message
-        fields = ["position", "message", "tokens", "step_index", "created_at"]
-        read_only_fields = fields
-
-    @extend_schema_field(serializers.DictField())
-    def get_message(self, message: Message) -> dict[str, Any]:
-        return message.as_openai()
-
-
-class MessagesQuerySerializer(serializers.Serializer):
-    """``?last=`` (1-1000, default 50): how many messages, the newest; ``?before=`` (a
-    position): only messages before it, to page back (pass the first position received)."""
-
-    last = serializers.IntegerField(required=False, default=50, min_value=1, max_value=1000)
-    before = serializers.IntegerField(
-        required=False, default=None, min_value=0, max_value=2**31 - 1
-    )
-
-
-class MessagePageSerializer(FieldsBuiltOnce, serializers.Serializer):
-    """Up to ``last`` messages of a run, oldest first, and ``message_count``: how many the
-    run has in all."""
-
-    messages = MessageSerializer(many=True)
-    message_count = serializers.IntegerField()
-
-
-class CompactionSerializer(serializers.ModelSerializer[Compaction]):
-    """A compaction: messages ``first`` to ``last`` (positions, inclusive) replaced in the
-    active context by ``summary``; ``tokens_before`` and ``tokens_after`` (tokens) the
-    context's size around it; ``summarizer`` ``client`` or the server summarizer's dotted
-    path, and its ``summarizer_version``; ``actor`` who asked (a name)."""
-
-    class Meta:
-        model = Compaction
-        fields = [
-            "id",
-            "first",
-            "last",
-            "summary",
-            "summary_tokens",
-            "tokens_before",
-            "tokens_after",
-            "summarizer",
-            "summarizer_version",
-            "step_index",
-            "actor",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class CompactSerializer(StrictSerializer):
-    """``POST /api/v1/runs/{id}/compact/``: ``summary`` with the positions ``first`` and
-    ``last`` it stands for (the client summarized), or nothing: the server's summarizer
-    chooses the range and writes the summary."""
-
-    summary = serializers.CharField(
-        required=False, max_length=MAX_SUMMARY_CHARS, trim_whitespace=False
-    )
-    first = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-    last = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-
-
-class ContextSerializer(serializers.Serializer):
-    """A run's active context: ``messages`` as its model is to be sent them (OpenAI chat
-    format; each compaction's summary in place of the messages it replaced, as a ``system``
-    message), their ``tokens`` in all (estimated, tokens) and the active ``compactions``."""
-
-    messages = serializers.SerializerMethodField()
-    tokens = serializers.IntegerField()
-    compactions = CompactionSerializer(many=True)
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_messages(self, context: ActiveContext) -> list[dict[str, Any]]:
-        return [entry.message for entry in context.entries]
-
-
 class StepInputSerializer(StrictSerializer):
     """One step a client wants run: a registered ``tool``, its ``args`` and why."""
 
@@ -365,18 +273,6 @@ class StepReportSerializer(StrictSerializer):
     )
     error = serializers.DictField(required=False)
     outcome = serializers.ChoiceField(choices=["unknown"], required=False)
-
-
-class MessagesInputSerializer(StrictSerializer):
-    """``POST /api/v1/runs/{id}/messages/``: a client's model turn: ``messages`` in OpenAI chat
-    format, appended to the conversation, and the model call's ``usage`` (``model``,
-    ``input_tokens`` and ``output_tokens`` in tokens, ``cost_usd`` in USD, ``latency_ms`` in
-    ms), added to the run's totals."""
-
-    messages = serializers.ListField(
-        child=serializers.DictField(), min_length=1, max_length=MAX_MESSAGES
-    )
-    usage = serializers.DictField(required=False)
 
 
 class DeclaredSchemaSerializer(StrictSerializer):
@@ -474,38 +370,6 @@ class EventPageSerializer(serializers.Serializer):
     next_after = serializers.IntegerField()
 
 
-class AgentStateSerializer(serializers.Serializer):
-    """One version of a run's agent state (``runs.selectors.AgentState``): ``version`` (0: the
-    initial state), the ``state`` object and its ``schema_version``; ``upgraded_from`` is the
-    schema version it is stored under when it is shown upgraded to a newer one (null: shown
-    as stored)."""
-
-    version = serializers.IntegerField()
-    state = serializers.DictField()
-    schema_version = serializers.IntegerField()
-    upgraded_from = serializers.IntegerField(allow_null=True)
-
-
-class StateQuerySerializer(serializers.Serializer):
-    """``?version=``: the state version to read (default: the current one)."""
-
-    version = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-
-
-class StateWriteQuerySerializer(StrictSerializer):
-    """A state write's ``?rationale=`` (why the agent writes it) and ``?step_index=`` (the
-    index of the run's step it belongs to)."""
-
-    rationale = serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        max_length=MAX_RATIONALE,
-        trim_whitespace=False,
-    )
-    step_index = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-
-
 class ToolSerializer(serializers.Serializer):
     """A registered tool: ``schema`` is the JSON Schema of its args; ``timeout_seconds`` (s);
     ``idempotent``: a call whose outcome is unknown may be repeated."""
@@ -522,58 +386,3 @@ class ToolSerializer(serializers.Serializer):
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_schema(self, tool: Tool) -> dict[str, Any]:
         return tool.schema
-
-
-class StateSchemaSerializer(serializers.ModelSerializer[StateSchema]):
-    """A version of a project's state schema (``runs.models.StateSchema``): its JSON Schema
-    (draft 2020-12) and the migration from the version before (a registered function's
-    dotted path, or declarative steps)."""
-
-    project = serializers.CharField(source="project.slug", read_only=True)
-    schema = serializers.JSONField()
-    migration_steps = serializers.JSONField()
-
-    class Meta:
-        model = StateSchema
-        fields = [
-            "id",
-            "project",
-            "name",
-            "version",
-            "schema",
-            "migration_function",
-            "migration_steps",
-            "description",
-            "created_by_name",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class CreateStateSchemaSerializer(StrictSerializer):
-    """``POST /api/v1/state-schemas/``: ``version`` defaults to the next; a version above 1
-    needs ``migration_function`` (a registered one) or ``migration_steps`` (rename, move,
-    default, remove on JSON Pointers; ``[]``: states carry over unchanged)."""
-
-    project = serializers.SlugField(
-        required=False,
-        max_length=50,
-        help_text="The project's slug. Default: the token's project, or the only one where "
-        "you may register schemas.",
-    )
-    name = serializers.SlugField(max_length=100)
-    version = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
-    schema = serializers.JSONField(help_text="A JSON Schema (draft 2020-12) object.")
-    migration_function = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=255
-    )
-    migration_steps = serializers.JSONField(required=False, default=None, allow_null=True)
-    description = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=2000
-    )
-
-
-class StateSchemaQuerySerializer(serializers.Serializer):
-    """``?name=``: only the versions of this schema (empty: none)."""
-
-    name = serializers.SlugField(required=False, allow_blank=True, max_length=100)

@@ -14,8 +14,8 @@ from rest_framework import serializers
 from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from runs.control.sessions import MAX_ID_CHARS, MAX_ITEMS
-from runs.control.state import MAX_RATIONALE
 from runs.models import AgentSession, Message
+from runs.state_serializers import StateRationaleQuerySerializer
 
 
 class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSession]):
@@ -131,26 +131,20 @@ class ClearedSerializer(serializers.Serializer):
     removed = serializers.IntegerField()
 
 
-class SessionStateWriteQuerySerializer(StrictSerializer):
+class SessionStateWriteQuerySerializer(StateRationaleQuerySerializer):
     """A session state write's ``?rationale=`` (why it is written)."""
-
-    rationale = serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        max_length=MAX_RATIONALE,
-        trim_whitespace=False,
-    )
 
 
 class ErasureSerializer(serializers.Serializer):
     """What erasing a subject's data did: ``sessions`` deleted, ``runs`` whose conversation
     and state were deleted (kept as redacted runs), ``messages`` and ``state_versions``
-    deleted, ``audit_chains`` purged (their purge recorded in the system chain)."""
+    deleted, ``memory_items`` deleted with their history, ``audit_chains`` purged (their
+    purge recorded in the system chain)."""
 
     subject = serializers.CharField()
     sessions = serializers.IntegerField()
     runs = serializers.IntegerField()
     messages = serializers.IntegerField()
     state_versions = serializers.IntegerField()
+    memory_items = serializers.IntegerField()
     audit_chains = serializers.IntegerField()

@@ -23,26 +23,21 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentops.actors import Actor
 from agentops.api import ErrorSerializer, NewestFirstPagination, actor_for
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from runs import selectors
-from runs.api import (
-    IF_MATCH_PARAMETER,
-    STATE_PATCH_REQUEST,
-    STATE_WRITE_RESPONSES,
-    StateEndpoints,
-)
 from runs.control import erasure, sessions, state
+from runs.conversation_api import (
+    ConversationEndpoints,
+    conversation_schema,
+    messages_read_documented,
+)
 from runs.filters import SessionFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from runs.models import AgentSession
+from runs.models import AgentSession, Compaction
 from runs.serializers import (
-    AgentStateSerializer,
-    CompactionSerializer,
-    CompactSerializer,
-    ContextSerializer,
     EmptySerializer,
-    StateQuerySerializer,
 )
 from runs.session_serializers import (
     ClearedSerializer,
@@ -56,8 +51,18 @@ from runs.session_serializers import (
     SessionSerializer,
     SessionStateWriteQuerySerializer,
 )
+from runs.state_api import (
+    BAD_INPUT,
+    IF_MATCH_PARAMETER,
+    STATE_PATCH_REQUEST,
+    STATE_WRITE_RESPONSES,
+    StateEndpoints,
+)
+from runs.state_serializers import (
+    AgentStateSerializer,
+    StateQuerySerializer,
+)
 
-_BAD_INPUT = OpenApiResponse(ErrorSerializer, description="Malformed input; `field` names it.")
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No session with this id.")
 _CLOSED = OpenApiResponse(ErrorSerializer, description="The session is closed.")
 _SESSION_STATE = "the session's agent state (the user state its runs share)"
@@ -73,10 +78,13 @@ _SESSION_STATE = "the session's agent state (the user state its runs share)"
     state=extend_schema(
         summary=f"Read {_SESSION_STATE} (current or any past version), with its ETag.",
         parameters=[StateQuerySerializer],
-        responses={200: AgentStateSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+        responses={200: AgentStateSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
+    ),
+    **conversation_schema(
+        "session", SessionItemsSerializer, SessionItemsAddedSerializer, _NOT_FOUND, _CLOSED
     ),
 )
-class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
+class SessionViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet):
     """Sessions: a user's conversation with an agent over many runs. Create, list, read,
     close; their conversation (add items, read the latest, pop, clear), active context and
     compaction; their agent state (as a run's: ``If-Match``, 412, 428).
@@ -109,6 +117,9 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
     serializer_class = SessionSerializer
     state_owner = "session"
     state_query = SessionStateWriteQuerySerializer
+    messages_input = SessionItemsSerializer
+    messages_query = SessionMessagesQuerySerializer
+    message_page = SessionMessagePageSerializer
 
     def get_queryset(self) -> QuerySet[AgentSession]:
         """The sessions of the projects the user may see."""
@@ -127,6 +138,40 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
     def state_write(self, pk: uuid.UUID, request: Request, **fields: Any) -> selectors.AgentState:
         """Write session ``pk``'s agent state (``runs.control.state.session_state_write``)."""
         return state.session_state_write(session_id=pk, actor=actor_for(request), **fields)
+
+    messages_read = messages_read_documented(
+        summary="The session's latest messages, oldest first (removed ones marked).",
+        parameters=[SessionMessagesQuerySerializer],
+        responses={200: SessionMessagePageSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
+    )
+
+    def conversation_append(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> dict[str, Any]:
+        """Add ``items`` (``runs.control.sessions.session_items_add``), verbatim: how many,
+        the first one's position and the session's new totals."""
+        added = sessions.session_items_add(actor=actor, session_id=pk, items=fields["items"])
+        after = AgentSession.objects.get(pk=pk)
+        data = {
+            "added": len(added),
+            "first_position": added[0].session_position,
+            "message_count": after.message_count,
+            "context_tokens": after.context_tokens,
+        }
+        return SessionItemsAddedSerializer(data).data
+
+    def conversation_page(self, pk: uuid.UUID, **query: Any) -> dict[str, Any]:
+        """The last ``last`` messages (``runs.selectors.session_messages_last``: one indexed
+        query) and the session's message count."""
+        found = selectors.session_messages_last(session_id=pk, last=query["last"])
+        count = AgentSession.objects.values_list("message_count", flat=True).get(pk=pk)
+        return {"messages": found, "message_count": count}
+
+    def conversation_context(self, pk: uuid.UUID) -> selectors.ActiveContext:
+        """``runs.selectors.session_context``."""
+        return selectors.session_context(session_id=pk)
+
+    def conversation_compact(self, pk: uuid.UUID, actor: Actor, **fields: Any) -> Compaction:
+        """``runs.control.sessions.session_compact``."""
+        return sessions.session_compact(actor=actor, session_id=pk, **fields)
 
     # Declared again only for their schema: a session's state write takes no ``step_index``.
     @extend_schema(
@@ -169,7 +214,7 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         request=CreateSessionSerializer,
         responses={
             201: SessionSerializer,
-            400: _BAD_INPUT,
+            400: BAD_INPUT,
             409: OpenApiResponse(
                 ErrorSerializer, description="The project has a session with this external_id."
             ),
@@ -191,7 +236,7 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         summary="Close a session: no more runs, messages or state writes.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
-        responses={200: SessionSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
+        responses={200: SessionSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     )
     @action(detail=True, methods=["post"])
     @idempotent
@@ -200,51 +245,6 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         sessions.session_close(actor=actor_for(request), session_id=pk)
         return self._session(pk)
-
-    @extend_schema(
-        summary="Add conversation items to the session (between runs).",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=SessionItemsSerializer,
-        responses={
-            201: SessionItemsAddedSerializer,
-            400: _BAD_INPUT,
-            404: _NOT_FOUND,
-            409: _CLOSED,
-        },
-    )
-    @action(detail=True, methods=["post"])
-    @idempotent
-    def messages(self, request: Request, pk: uuid.UUID) -> Response:
-        """Add ``items`` (``runs.control.sessions.session_items_add``), verbatim."""
-        body = SessionItemsSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        added = sessions.session_items_add(
-            actor=actor_for(request), session_id=pk, items=body.validated_data["items"]
-        )
-        after = AgentSession.objects.get(pk=pk)
-        data = {
-            "added": len(added),
-            "first_position": added[0].session_position,
-            "message_count": after.message_count,
-            "context_tokens": after.context_tokens,
-        }
-        return Response(SessionItemsAddedSerializer(data).data, status=status.HTTP_201_CREATED)
-
-    @extend_schema(
-        summary="The session's latest messages, oldest first (removed ones marked).",
-        parameters=[SessionMessagesQuerySerializer],
-        responses={200: SessionMessagePageSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND},
-    )
-    @messages.mapping.get
-    def messages_read(self, request: Request, pk: uuid.UUID) -> Response:
-        """The last ``last`` messages (``runs.selectors.session_messages_last``: one indexed
-        query) and the session's message count."""
-        query = SessionMessagesQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        found = selectors.session_messages_last(session_id=pk, last=query.validated_data["last"])
-        count = AgentSession.objects.values_list("message_count", flat=True).get(pk=pk)
-        page = {"messages": found, "message_count": count}
-        return Response(SessionMessagePageSerializer(page).data)
 
     @extend_schema(
         summary="Take the latest item out of the session's active conversation (kept).",
@@ -274,34 +274,6 @@ class SessionViewSet(StateEndpoints, viewsets.GenericViewSet):
         removed = sessions.session_clear(actor=actor_for(request), session_id=pk)
         return Response(ClearedSerializer({"removed": removed}).data)
 
-    @extend_schema(
-        summary="The session's active context: what its agent's model is to be sent.",
-        responses={200: ContextSerializer, 404: _NOT_FOUND},
-    )
-    @action(detail=True, methods=["get"])
-    def context(self, request: Request, pk: uuid.UUID) -> Response:
-        """``runs.selectors.session_context``: messages neither removed nor compacted, each
-        active compaction's summary in their place, and the tokens in all."""
-        return Response(ContextSerializer(selectors.session_context(session_id=pk)).data)
-
-    @extend_schema(
-        summary="Replace older messages in the session's active context by a summary.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        request=CompactSerializer,
-        responses={201: CompactionSerializer, 400: _BAD_INPUT, 404: _NOT_FOUND, 409: _CLOSED},
-    )
-    @action(detail=True, methods=["post"])
-    @idempotent
-    def compact(self, request: Request, pk: uuid.UUID) -> Response:
-        """``runs.control.sessions.session_compact``: the client's ``summary`` of session
-        positions ``first`` to ``last``, or none and the server's summarizer chooses."""
-        body = CompactSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        made = sessions.session_compact(
-            actor=actor_for(request), session_id=pk, **body.validated_data
-        )
-        return Response(CompactionSerializer(made).data, status=status.HTTP_201_CREATED)
-
 
 @extend_schema(tags=["sessions"])
 class SubjectViewSet(viewsets.ViewSet):
@@ -325,7 +297,7 @@ class SubjectViewSet(viewsets.ViewSet):
                 "one where you are an admin.",
             )
         ],
-        responses={200: ErasureSerializer, 400: _BAD_INPUT, 403: ErrorSerializer},
+        responses={200: ErasureSerializer, 400: BAD_INPUT, 403: ErrorSerializer},
     )
     def destroy(self, request: Request, subject: str) -> Response:
         """Erase ``subject``'s data in the project and answer the counts."""

@@ -15,6 +15,7 @@ import logging
 import uuid
 from typing import Any
 
+import billiard
 from billiard.process import current_process
 from celery import Task, shared_task
 from celery.signals import worker_init
@@ -43,11 +44,29 @@ class DatabaseTask(Task):
     max_retries = 5
 
 
-def _leave_pool_after_this_task() -> bool:
+# The billiard releases whose pool worker (``billiard.pool.Worker``, a pool process's
+# ``_target``) keeps its restart sentinel in the private ``_shutdown`` and ends between two
+# tasks once it is set. Celery has no public way for a task to have its own process replaced.
+POOL_RESTART_BILLIARD = ("4.2.", "4.3.")
+
+
+def leave_pool_after_this_task() -> bool:
     """Ask the pool to replace this process once its task's result is delivered: billiard
     ends a pool process, between two tasks, whose restart sentinel is set (the sentinel exists
     with ``CELERY_WORKER_POOL_RESTARTS``). False when this is no pool process with one (an
-    eager task, a solo pool): nothing replaces it then."""
+    eager task, a solo pool): nothing replaces it then; also on a billiard release not in
+    ``POOL_RESTART_BILLIARD`` (logged: the hard time limit still replaces the process).
+    ``tests/runs/test_pool_restart.py::test_pool_restart_sentinel_on_the_installed_billiard``
+    fails on such a release."""
+    version = str(getattr(billiard, "__version__", ""))  # not in billiard's type stubs
+    if not version.startswith(POOL_RESTART_BILLIARD):
+        logger.warning(
+            "billiard %s: a pool process left with a runaway tool is not replaced after its "
+            "task (written for billiard %s)",
+            version,
+            ", ".join(POOL_RESTART_BILLIARD),
+        )
+        return False
     sentinel = getattr(getattr(current_process(), "_target", None), "_shutdown", None)
     if sentinel is None:
         return False
@@ -95,7 +114,7 @@ class StepTask(DatabaseTask):
             return
         if runaway_tool_threads(wait=settings.AGENTOPS_RUNAWAY_GRACE_SECONDS) == 0:
             return
-        if _leave_pool_after_this_task():
+        if leave_pool_after_this_task():
             logger.warning(
                 "a tool overran its timeout and still runs: replacing pool process %s",
                 current_process().pid,

@@ -96,6 +96,16 @@ def _own_cache(settings) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def children_cache(settings) -> None:  # type: ignore[no-untyped-def]
+    """This test's own process on its child processes' cache (``CHILD_CACHE_PREFIX``): where
+    daphne and the workers read what it announces (rule changes) and keep what they make."""
+    settings.CACHES = {
+        name: {**config, "KEY_PREFIX": CHILD_CACHE_PREFIX}
+        for name, config in settings.CACHES.items()
+    }
+
+
+@pytest.fixture
 def seeded(db: None) -> None:
     """Default risk rules, re-created after transactional tests flushed them."""
     for rule in default_rules():
@@ -117,9 +127,16 @@ def second_reviewer(seeded: None):  # type: ignore[no-untyped-def]
     return make_user("ravi", Role.REVIEWER)
 
 
+# The cache key prefix of every child process (daphne, Celery workers) of this pytest process:
+# whichever of them keeps a value in the cache (the session's shared worker or a test's own),
+# the others find it under this prefix. A test's own process has a prefix per test (_own_cache).
+CHILD_CACHE_PREFIX = f"test-children-{uuid.uuid4().hex}"
+
+
 def _child_env() -> dict[str, str]:
     """Environment for a child process that must use the test database."""
     env = dict(os.environ)
+    env["AGENTOPS_CACHE_PREFIX"] = CHILD_CACHE_PREFIX
     env["DATABASE_URL"] = django_database_url()
     env["CELERY_TASK_ALWAYS_EAGER"] = "0"
     env["AGENTOPS_RETRY_BASE_SECONDS"] = "0"

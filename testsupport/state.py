@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers
 from django.db.models import Model
 
 from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest
 from artifacts.models import Artifact
 from audit import live
 from audit.models import AuditEvent
+from memory.models import MemoryItem, MemoryVersion
 from projects.models import Project
 from runs.models import (
     AgentSession,
@@ -49,6 +50,8 @@ MODELS: list[type[Model]] = [
     ApprovalMark,
     Artifact,
     AuditEvent,
+    MemoryItem,
+    MemoryVersion,
 ]
 MARKER = {"type": "audit.events", "events": [{"id": -1, "verb": "test.marker"}]}
 
@@ -87,22 +90,43 @@ def assert_unchanged(*, live_streams: bool = True) -> Iterator[None]:
     Raises:
         AssertionError: something changed (named in the message).
     """
-    layer = get_channel_layer() if live_streams else None
+    if not live_streams:
+        with _rows_unchanged():
+            yield
+        return
     # What was committed before the block has gone out before the channel listens.
     live.flush()
     groups = _groups()
-    channel = asyncio.run(_subscribe(layer, groups)) if layer is not None else ""
-    try:
-        before = snapshot()
-        yield
-        differences = _differences(before, snapshot())
-        assert not differences, differences
-        if layer is not None:
-            received = asyncio.run(_drain(layer, channel, groups))
+    layer = _listening_layer()
+    # One event loop for the whole block, and a layer of the block's own: a receive that
+    # timed out here leaves nothing (a held receive lock, a loop's connections) behind for
+    # the process's layer, which the next test's code uses from another loop.
+    with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+        channel = runner.run(_subscribe(layer, groups))
+        try:
+            with _rows_unchanged():
+                yield
+            received = runner.run(_drain(layer, channel, groups))
             assert received == [MARKER] * len(groups), received
-    finally:
-        if layer is not None:
-            asyncio.run(_unsubscribe(layer, channel, groups))
+        finally:
+            runner.run(_unsubscribe(layer, channel, groups))
+
+
+@contextmanager
+def _rows_unchanged() -> Iterator[None]:
+    before = snapshot()
+    yield
+    differences = _differences(before, snapshot())
+    assert not differences, differences
+
+
+def _listening_layer() -> Any:
+    """A new instance of the default channel layer; the process's own where messages stay in
+    the process (the in-memory layer: another instance would hear nothing)."""
+    layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    return (
+        channel_layers[DEFAULT_CHANNEL_LAYER] if isinstance(layer, InMemoryChannelLayer) else layer
+    )
 
 
 def _groups() -> list[str]:
@@ -130,3 +154,5 @@ async def _drain(layer: Any, channel: str, groups: list[str]) -> list[dict[str, 
 async def _unsubscribe(layer: Any, channel: str, groups: list[str]) -> None:
     for group in groups:
         await layer.group_discard(group, channel)
+    if layer is not channel_layers[DEFAULT_CHANNEL_LAYER]:
+        await layer.close_pools()

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 from typing import Any
 
+import psycopg_pool
 from django.conf import settings
 from django.db.backends.postgresql import base
 from django.db.backends.postgresql.psycopg_any import get_adapters_template
@@ -67,14 +69,48 @@ def _utc_adapters() -> AdaptersMap:
     return context
 
 
+logger = logging.getLogger(__name__)
+# The psycopg_pool releases that keep the check given at construction in the private
+# ``ConnectionPool._check`` and read it on every ``getconn`` (``_getconn_with_check_loop``):
+# the only way to give a pool Django builds (with its own ``check=``) another check.
+POOL_CHECK_PSYCOPG_POOL = ("3.2.", "3.3.")
+
+
+@functools.cache
+def _pool_check_supported() -> bool:
+    version = psycopg_pool.__version__
+    if version.startswith(POOL_CHECK_PSYCOPG_POOL):
+        return True
+    logger.warning(
+        "psycopg_pool %s: the database pool keeps Django's connection check (agentops's "
+        "check_connection was written for psycopg_pool %s)",
+        version,
+        ", ".join(POOL_CHECK_PSYCOPG_POOL),
+    )
+    return False
+
+
+def install_pool_check(pool: Any) -> bool:
+    """Have ``pool`` (a ``psycopg_pool.ConnectionPool``) check connections with
+    ``agentops.dbpool.check_connection``; whether it does. On a psycopg_pool release not in
+    ``POOL_CHECK_PSYCOPG_POOL`` the pool keeps Django's check (``CONN_HEALTH_CHECKS``) and a
+    warning is logged once. ``tests/agentops/test_dbpool.py::
+    test_pool_check_is_installed_on_the_installed_psycopg_pool`` fails on such a release."""
+    if not _pool_check_supported():
+        return False
+    if pool._check is not check_connection:
+        pool._check = check_connection
+    return True
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
+        """Django's pool, checking connections with ``check_connection``
+        (``install_pool_check``)."""
         pool = super().pool
-        # psycopg_pool keeps the check given at construction in ``_check`` and reads it on
-        # every ``getconn`` (psycopg_pool 3.2, ``ConnectionPool._getconn_with_check_loop``).
-        if pool is not None and getattr(pool, "_check", None) is not check_connection:
-            pool._check = check_connection
+        if pool is not None:
+            install_pool_check(pool)
         return pool
 
     def get_connection_params(self) -> dict[str, Any]:

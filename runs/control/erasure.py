@@ -1,6 +1,7 @@
 """Erasure of a subject's data (issue 31, part 3; GDPR art. 17, the right to erasure): the
 sessions of one end user (``AgentSession.subject``) in a project, the conversations and agent
-state of their runs, and the sessions' own audit chains.
+state of their runs, the memory items about them (``MemoryItem.subject``, issue 33) with their
+history, and the sessions' and items' own audit chains.
 
 What is deleted: every session of the subject (its messages, compactions and state
 versions), and of every run of those sessions its messages, compactions and state versions
@@ -30,6 +31,8 @@ from agentops.errors import InvalidInput
 from agentops.storable import require_storable
 from audit.models import session_chain
 from audit.services import audit_purge_chains, audit_system, audited_atomic
+from memory.models import memory_chain
+from memory.retention import delete_items, subject_items
 from projects.models import Project
 from runs.models import AgentSession, Compaction, Message, Run, StateVersion
 from runs.transitions import record_event
@@ -41,13 +44,15 @@ _PURGE_BATCH: Final = 1000
 @dataclass(frozen=True)
 class Erasure:
     """What ``subject_erase`` deleted: ``sessions``, ``runs`` (whose conversation and state
-    went), ``messages``, ``state_versions`` and ``audit_chains`` (purged)."""
+    went), ``messages``, ``state_versions``, ``memory_items`` (with their history) and
+    ``audit_chains`` (purged)."""
 
     subject: str
     sessions: int
     runs: int
     messages: int
     state_versions: int
+    memory_items: int
     audit_chains: int
 
     def counts(self) -> dict[str, int]:
@@ -101,13 +106,16 @@ def subject_erase(*, actor: Actor, project: Project, subject: Any) -> Erasure:
             )
             record_event(actor, run, "subject_erased", sessions=len(session_ids))
         AgentSession.objects.filter(pk__in=session_ids).delete()
+        item_ids = subject_items(project_id=project.pk, subject=subject)
+        delete_items(item_ids)
         erasure = Erasure(
             subject=subject,
             sessions=len(session_ids),
             runs=len(runs),
             messages=messages,
             state_versions=versions,
-            audit_chains=len(session_ids),
+            memory_items=len(item_ids),
+            audit_chains=len(session_ids) + len(item_ids),
         )
         audit_system(
             actor=actor,
@@ -116,10 +124,11 @@ def subject_erase(*, actor: Actor, project: Project, subject: Any) -> Erasure:
             object_id=hashlib.sha256(subject.encode()).hexdigest(),
             payload={"project": project.slug, **erasure.counts()},
         )
-    if session_ids:
+    chains = [session_chain(pk) for pk in session_ids] + [memory_chain(pk) for pk in item_ids]
+    if chains:
         # The events are already committed; their chains go in retention's own transactions.
         audit_purge_chains(
-            chains=[session_chain(pk) for pk in session_ids],
+            chains=chains,
             batch_size=_PURGE_BATCH,
             actor=actor,
         )

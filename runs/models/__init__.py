@@ -18,10 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
-from django_fsm import FSMField, transition
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from agentops.fields import DeepJSONField
-from agentops.fsm import ConcurrentTransitions
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
 from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
@@ -89,7 +88,7 @@ __all__ = [
 ]
 
 
-class Run(ConcurrentTransitions, models.Model):
+class Run(ConcurrentTransitionMixin, models.Model):
     """One agent task: its goal, the agent driving it, its working state and conversation.
 
     ``state`` is the executor's bookkeeping carried between steps (``completed_steps``,
@@ -287,7 +286,7 @@ class Run(ConcurrentTransitions, models.Model):
         self.error = None
 
 
-class Step(ConcurrentTransitions, models.Model):
+class Step(ConcurrentTransitionMixin, models.Model):
     """One tool call of a run, at position ``index`` (0-based).
 
     ``idempotency_key`` is ``{run_id}:{index}:{tool}:{args_hash}`` (``args_hash``: SHA-256 of the

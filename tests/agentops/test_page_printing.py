@@ -1,21 +1,29 @@
-"""The pages' templates print each value through one call (``agentops.jinja2.print_escaped``,
-compiled in by ``PageEnvironment``) and print exactly what Jinja2's own escaping with the
-pages' ``finalize`` printed: escaped the way Django escapes, safe values left as they are."""
+"""The pages' templates print each value through one call
+(``agentops.template_printing.print_escaped``, compiled in by ``PageEnvironment``) and print
+exactly what Jinja2's own escaping with the pages' ``finalize`` printed: escaped the way
+Django escapes, safe values left as they are."""
 
 import enum
 import uuid
 from decimal import Decimal
 from typing import Any
 
+import jinja2
 import pytest
 from django.db import models
 from django.template import engines
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy
 from jinja2 import Environment
+from jinja2.compiler import CodeGenerator
 from markupsafe import Markup
 
 from agentops.jinja2 import PageEnvironment
+from agentops.template_printing import (
+    PRINTING_CODE_GENERATOR_JINJA2,
+    _PrintingCodeGenerator,
+    page_code_generator,
+)
 
 
 class Colour(models.TextChoices):
@@ -110,3 +118,21 @@ def test_text_is_escaped_as_django_escapes_it_and_safe_text_is_not(pages: Enviro
         == '<p title="a &quot;b&quot; &amp; c">a &quot;b&quot; &amp; c</p>'
     )
     assert page.render(v=Markup("<i>ok</i>")) == '<p title="<i>ok</i>"><i>ok</i></p>'
+
+
+def test_printing_code_generator_is_used_on_the_installed_jinja2(pages: Environment) -> None:
+    """Fails on a Jinja2 release ``_PrintingCodeGenerator`` was not written for: check that
+    ``CodeGenerator._output_child_pre``/``_post`` still mean what it overrides (the tests
+    above), then add the release to ``PRINTING_CODE_GENERATOR_JINJA2``."""
+    assert jinja2.__version__.startswith(PRINTING_CODE_GENERATOR_JINJA2), jinja2.__version__
+    assert page_code_generator() is _PrintingCodeGenerator
+    assert pages.code_generator_class is _PrintingCodeGenerator
+    assert "environment.print_escaped(" in pages.compile("{{ v }}", raw=True)
+
+
+def test_another_jinja2_compiles_the_pages_with_its_own_generator(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(jinja2, "__version__", "3.2.0")
+    assert page_code_generator() is CodeGenerator
+    assert "Jinja2 3.2.0" in caplog.text

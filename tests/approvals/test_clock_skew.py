@@ -19,7 +19,8 @@ from approvals.models import (
     NotificationStatus,
     RiskRule,
 )
-from approvals.services import approval_decide, approval_expire_due, approval_remind_due
+from approvals.reminders import approval_remind_due
+from approvals.services import approval_decide, approval_expire_due
 from tests.approvals.conftest import client_step
 from testsupport.clock import clock_off_by
 

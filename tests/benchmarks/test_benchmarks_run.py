@@ -24,6 +24,7 @@ from benchmarks import (
     bench_dispatch,
     bench_gateway,
     bench_live,
+    bench_memory,
     bench_pages,
     bench_retention,
     bench_throughput,
@@ -48,6 +49,7 @@ def _expected_rows() -> list[str]:
             bench_retention,
             bench_gateway,
             bench_conversation,
+            bench_memory,
             bench_artifacts,
         )
     }

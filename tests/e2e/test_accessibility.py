@@ -21,6 +21,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
+from memory.models import MemoryItem
+from memory.services import memory_put
 from projects.roles import Role
 from projects.services import project_default
 from runs.control.create import run_create
@@ -46,6 +48,7 @@ class Data:
     approval: ApprovalRequest
     event: AuditEvent
     session: AgentSession
+    memory_item: MemoryItem
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ PAGES = [
     AppPage("run page", "olivia", lambda d: f"/runs/{d.run.pk}/"),
     AppPage("sessions list", "olivia", lambda d: "/sessions/"),
     AppPage("session page", "olivia", lambda d: f"/sessions/{d.session.pk}/"),
+    AppPage("memory", "olivia", lambda d: "/memory/?namespace=project&q=concise"),
+    AppPage("memory item", "olivia", lambda d: f"/memory/items/{d.memory_item.pk}/"),
     AppPage("approvals inbox", "rita", lambda d: "/approvals/"),
     AppPage("approval request", "rita", lambda d: f"/approvals/{d.approval.pk}/"),
     AppPage("overview", "olivia", lambda d: "/overview/"),
@@ -138,7 +143,17 @@ def data(seeded: None) -> Data:
         session_id=session.pk, actor=actor, base_version=0, operation="put", document={"a": 1}
     )
     event = AuditEvent.objects.filter(run_id=run.pk).earliest("id")
-    return Data(run, run.approvals.get(), event, session)
+    # A memory item written twice: its page shows a change.
+    for style in ("concise", "very concise"):
+        item = memory_put(
+            actor=actor,
+            project=project_default(),
+            namespace=["project", "user:5", "preferences"],
+            key="tone",
+            value={"style": style},
+            text=f"prefers {style} technical explanations",
+        ).item
+    return Data(run, run.approvals.get(), event, session, item)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ daphne serves the pages; Playwright drives Debian's chromium. Screenshot:
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from playwright.sync_api import expect
@@ -27,13 +26,11 @@ def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
     operator,
     reviewer,
     chromium,
-    settings,
+    children_cache,
     django_capture_on_commit_callbacks,
 ):
-    # The rules go to the server's shared cache (the project's key prefix, not this test's
-    # own), so that daphne, which classifies the edit, reads them again.
-    prefix = os.environ.get("AGENTOPS_CACHE_PREFIX", "agentops")
-    settings.CACHES = {n: {**c, "KEY_PREFIX": prefix} for n, c in settings.CACHES.items()}
+    # The rules go to the server's cache (children_cache), so that daphne, which classifies
+    # the edit, reads them again.
     transfer_rules()
     _, step = client_step(
         operator, django_capture_on_commit_callbacks, "transfer_funds", {"amount": 5}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import httpx2
 import pytest
@@ -125,13 +124,10 @@ def test_a_request_without_a_valid_token_or_role_is_refused(asgi_server, bank):
 
 
 def test_a_token_revoked_or_a_role_lost_meanwhile_is_refused_at_once(
-    asgi_server, bank, operator, settings
+    asgi_server, bank, operator, children_cache
 ):
     """The server keeps the tokens it admitted (``gateway.admission``): a change made in another
     process is refused from its next request on."""
-    # The server's shared cache (the project's key prefix), not this test's own.
-    prefix = os.environ.get("AGENTOPS_CACHE_PREFIX", "agentops")
-    settings.CACHES = {n: {**c, "KEY_PREFIX": prefix} for n, c in settings.CACHES.items()}
     url = f"{asgi_server.url}/mcp/{bank.name}/"
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     token = make_token(operator)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,13 +100,10 @@ def test_a_read_only_call_is_answered_before_its_record_which_comes_before_the_n
 
 
 def test_a_call_that_is_not_read_only_is_answered_only_once_its_record_is_committed(
-    asgi_server, bank, operator, settings
+    asgi_server, bank, operator, children_cache
 ):
     """``slow`` declares itself read-only, but a rule raises its risk (medium: forwarded without
     an approval): its answer counts, and waits for its record."""
-    # The server's shared cache (the project's key prefix), where a rule change is announced.
-    prefix = os.environ.get("AGENTOPS_CACHE_PREFIX", "agentops")
-    settings.CACHES = {n: {**c, "KEY_PREFIX": prefix} for n, c in settings.CACHES.items()}
     RiskRule.objects.create(pattern="slow", risk="medium", priority=1)
     token = make_token(operator)
     url = f"{asgi_server.url}/mcp/{bank.name}/"

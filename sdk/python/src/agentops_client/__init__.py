@@ -3,7 +3,9 @@
 ``Client`` (sync) and ``AsyncClient`` (async) speak the REST API; ``start_run`` / ``resume``
 give a run handle whose ``call_tool`` and ``tool`` decorator run a local function as a client
 step (append → wait for its gate → run → report), returning its result or a ``Rejected``.
-``agentops_client.openai_agents`` routes an OpenAI Agents SDK agent through a handle.
+``Memory`` and ``AsyncMemory`` (``agentops_client.memory``) read and write the memory store as
+LangGraph's ``BaseStore`` does. ``agentops_client.openai_agents`` routes an OpenAI Agents SDK
+agent through a handle.
 """
 
 from agentops_client._protocol import Retry
@@ -23,6 +25,7 @@ from agentops_client.errors import (
     TooLarge,
     ToolFailed,
 )
+from agentops_client.memory import AsyncMemory, Memory, MemoryItem
 from agentops_client.models import AgentState, Approval, Rejected, Run, Session, Step
 from agentops_client.sync import Client, RunHandle
 
@@ -33,11 +36,14 @@ __all__ = [
     "Artifact",
     "ArtifactMismatch",
     "AsyncClient",
+    "AsyncMemory",
     "AsyncRunHandle",
     "BadRequest",
     "Client",
     "Conflict",
     "IdempotencyMismatch",
+    "Memory",
+    "MemoryItem",
     "NotAuthenticated",
     "NotFound",
     "PermissionDenied",
