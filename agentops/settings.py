@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "projects",
     "gateway",
     "audit",
+    "artifacts",
     "memory",
     "runs",
     "approvals",
@@ -356,6 +357,67 @@ SPECTACULAR_SETTINGS = {
 
 # agentops's own settings (its policy knobs and beat schedule).
 from agentops.policy_settings import *  # noqa: E402, F403
+
+# Artifacts (``artifacts``): files agents and tools produce. Stored in the "artifacts" storage:
+# a directory (AGENTOPS_ARTIFACT_DIR, default var/artifacts) or, with
+# AGENTOPS_ARTIFACT_STORAGE=s3, any S3-compatible service through django-storages (bucket,
+# endpoint, region, keys and addressing style below; the bucket stays private: downloads go
+# through agentops). An upload is refused (413) past AGENTOPS_ARTIFACT_MAX_BYTES bytes (a
+# project's ArtifactLimit replaces it there); a step result whose JSON passes
+# AGENTOPS_ARTIFACT_RESULT_THRESHOLD_BYTES (256 KiB; 0: never) is kept as an artifact and the
+# step holds a reference to it.
+AGENTOPS_ARTIFACT_STORAGE = env_str("AGENTOPS_ARTIFACT_STORAGE", "filesystem")
+AGENTOPS_ARTIFACT_MAX_BYTES = env_int("AGENTOPS_ARTIFACT_MAX_BYTES", 2 * 1024**3, minimum=1)
+AGENTOPS_ARTIFACT_RESULT_THRESHOLD_BYTES = env_int(
+    "AGENTOPS_ARTIFACT_RESULT_THRESHOLD_BYTES", 256 * 1024, minimum=0
+)
+if AGENTOPS_ARTIFACT_STORAGE == "filesystem":
+    _ARTIFACT_STORAGE = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": env_str("AGENTOPS_ARTIFACT_DIR", str(VAR_DIR / "artifacts")),
+            # Never served by URL: downloads pass agentops' permission checks.
+            "base_url": "/nowhere/",
+            "file_permissions_mode": 0o640,
+            "directory_permissions_mode": 0o750,
+        },
+    }
+elif AGENTOPS_ARTIFACT_STORAGE == "s3":
+    # Imported only when S3 is chosen: boto3 is large.
+    from boto3.s3.transfer import TransferConfig
+
+    _S3_BUCKET = env_str("AGENTOPS_S3_BUCKET", "")
+    if not _S3_BUCKET:
+        raise ImproperlyConfigured(
+            "AGENTOPS_S3_BUCKET must be set with AGENTOPS_ARTIFACT_STORAGE=s3"
+        )
+    _ARTIFACT_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": _S3_BUCKET,
+            "endpoint_url": env_str("AGENTOPS_S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("AGENTOPS_S3_REGION", "") or None,
+            "access_key": env_str("AGENTOPS_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("AGENTOPS_S3_SECRET_ACCESS_KEY", "") or None,
+            "addressing_style": env_str("AGENTOPS_S3_ADDRESSING_STYLE", "") or None,
+            "default_acl": None,
+            "file_overwrite": False,
+            "querystring_auth": True,
+            # Bytes of a file opened through the storage kept in memory before spooling to
+            # disk (django-storages' default, 0, keeps all of it in memory).
+            "max_memory_size": 8 * 1024 * 1024,
+            # An upload's multipart parts held in memory at once: 2 of 8 MiB (boto3's default,
+            # 10 threads, holds up to 80 MiB per upload).
+            "transfer_config": TransferConfig(max_concurrency=2, multipart_chunksize=8 * 1024**2),
+        },
+    }
+else:
+    raise ImproperlyConfigured("AGENTOPS_ARTIFACT_STORAGE must be filesystem or s3")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": _ARTIFACT_STORAGE,
+}
 
 LOGGING = {
     "version": 1,

@@ -55,6 +55,7 @@ BENCHMARKS = [
     "conversation",
     "memory",
     "langgraph",
+    "artifacts",
 ]
 
 

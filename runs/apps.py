@@ -10,6 +10,7 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         # Registering the built-in tools (and the error forms of the τ-bench tools that
         # transcript runs replay) is an import side effect of their modules.
+        from artifacts.retention import ArtifactRows
         from audit.services import audit_use_statements
         from memory.retention import MemoryProvenanceRows
         from runs import retention, wakeups
@@ -19,6 +20,8 @@ class RunsConfig(AppConfig):
         from runs.tools import builtin, memory, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())
+        # Retention deletes a run's artifacts with it (the files after the commit).
+        retention.register_dependent_rows(ArtifactRows())
         # Run retention unlinks the memory items whose provenance names what it deletes.
         retention.register_dependent_rows(MemoryProvenanceRows())
         # The audit writer's statements go through the persistence seam: pipelined with the

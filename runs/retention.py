@@ -21,6 +21,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, QuerySet
 from django.utils import timezone
 
 from agentops.actors import Actor
+from artifacts.retention import artifacts_delete_for_runs
 from audit.models import AuditEvent, session_chain
 from audit.selectors import audit_chains_expired
 from audit.services import audit_purge_chains, audit_record, audited_atomic
@@ -226,6 +227,7 @@ def _redact_runs(run_ids: list[uuid.UUID], now: Any, report: RetentionReport) ->
         ToolCall.objects.filter(run_id__in=run_ids).update(result=None)
         Checkpoint.objects.filter(run_id__in=run_ids).delete()
         StateVersion.objects.filter(run_id__in=run_ids).delete()
+        artifacts_delete_for_runs(run_ids)
     _timed_batch(report, started)
     report.redacted_runs += len(run_ids)
 

@@ -23,6 +23,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from artifacts.selectors import run_artifacts
 from audit.selectors import event_list
 from audit.streams import stream_head
 from projects.views import object_permission
@@ -162,6 +163,7 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         "state_changes": state_change_counts(steps, checkpoints),
         # The steps the agent wrote its own state for (their diffs show what it wrote).
         "agent_state_steps": selectors.state_written_steps(run_id=run.pk),
+        "artifacts": run_artifacts(run_id=run.pk),
         "state_paths": _step_paths("run-step-state", run.pk, steps),
         "attempt_paths": _step_paths("run-step-attempts", run.pk, steps),
         "anchors": _event_anchors(step_refs),

@@ -1,7 +1,7 @@
 """Proving that a refused action changed nothing: the rows of runs, steps, attempts,
-checkpoints, ledger, approval requests and decisions, and the audit log, compared before and
-after, field by field; and, at a synchronisation point, that nothing went out to the live
-streams."""
+checkpoints, ledger, approval requests and decisions, artifacts, and the audit log, compared
+before and after, field by field; and, at a synchronisation point, that nothing went out to
+the live streams."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel
 from django.db.models import Model
 
 from approvals.models import ApprovalDecision, ApprovalMark, ApprovalRequest
+from artifacts.models import Artifact
 from audit import live
 from audit.models import AuditEvent
 from memory.models import MemoryItem, MemoryVersion
@@ -53,6 +54,7 @@ MODELS: list[type[Model]] = [
     ApprovalRequest,
     ApprovalDecision,
     ApprovalMark,
+    Artifact,
     AuditEvent,
     MemoryItem,
     MemoryVersion,

@@ -24,6 +24,7 @@ from django.utils import timezone
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
+from artifacts.services import offload_large_result
 from audit.services import audited_atomic
 from runs.control.lifecycle import MAX_REASON, run_resume
 from runs.executor.advance import advance_locked
@@ -65,6 +66,8 @@ def step_settle(
     if not happened and result is not None:
         raise InvalidInput("a call that did not happen has no result", field="result")
     require_storable(result, field="result")
+    if happened:
+        result = offload_large_result(run_id=run_id, step_id=step_id, result=result, actor=actor)
     settled = {"by": actor.name, "happened": happened, "reason": reason}
     if not happened:
         with audited_atomic():

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.utils import timezone
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from artifacts.services import offload_large_result
 from runs.executor.advance import advance_locked
 from runs.executor.ledger import ledger_report
 from runs.executor.outcome import fail_or_retry, succeed_locked
@@ -141,6 +142,13 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             cancelled) or was settled by a different report; the run is not running.
     """
     checked = parse_report(report)
+    if checked.kind == "result":
+        # A result over the threshold is kept as an artifact; the step and the ledger hold
+        # a reference (the same for the same result, so a repeated report still matches).
+        value = offload_large_result(
+            run_id=run_id, step_id=step_id, result=checked.value, actor=actor
+        )
+        checked = replace(checked, value=value, raw={**checked.raw, "result": value})
     with pipelined_atomic():
         run, step, upcoming = lock_for_report(run_id, step_id, _REPORT_EVENTS)
         if step.executor != Executor.CLIENT:

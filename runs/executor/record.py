@@ -12,6 +12,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from agentops.actors import Actor
+from artifacts.services import offload_large_result
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
 from runs.executor.claim import Claim, step_heartbeat
@@ -74,7 +75,13 @@ def outcome_of(claim: Claim, actor: Actor) -> Outcome:
             extend_seconds=step.timeout_seconds + settings.AGENTOPS_LEASE_MARGIN_SECONDS,
         ),
     )
-    return call_tool(tool, step.args, ctx)
+    outcome = call_tool(tool, step.args, ctx)
+    if outcome.ok:
+        # A result over the threshold is kept as an artifact; the step holds a reference.
+        outcome.result = offload_large_result(
+            run_id=step.run_id, step_id=step.pk, result=outcome.result, actor=actor
+        )
+    return outcome
 
 
 def record_outcome(

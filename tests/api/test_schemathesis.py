@@ -67,6 +67,7 @@ CONFIG = SchemathesisConfig.from_dict(
                     "GET /api/v1/approvals/",
                     "GET /api/v1/state-schemas/",
                     "GET /api/v1/sessions/",
+                    "GET /api/v1/artifacts/",
                     "DELETE /api/v1/subjects/{subject}/",
                     "GET /api/v1/threads/checkpoints/",
                 ],

@@ -19,6 +19,7 @@ from psycopg import sql
 from benchmarks import (
     bench_api,
     bench_approval,
+    bench_artifacts,
     bench_conversation,
     bench_dispatch,
     bench_gateway,
@@ -53,6 +54,7 @@ def _expected_rows() -> list[str]:
             bench_conversation,
             bench_memory,
             bench_langgraph,
+            bench_artifacts,
         )
     }
     figures[HOST] = HOST_FIGURES

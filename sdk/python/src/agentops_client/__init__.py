@@ -10,6 +10,7 @@ agent through a handle.
 
 from agentops_client._protocol import Retry
 from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
+from agentops_client.artifacts import Artifact, ArtifactMismatch
 from agentops_client.errors import (
     AgentOpsError,
     BadRequest,
@@ -32,6 +33,8 @@ __all__ = [
     "AgentOpsError",
     "AgentState",
     "Approval",
+    "Artifact",
+    "ArtifactMismatch",
     "AsyncClient",
     "AsyncMemory",
     "AsyncRunHandle",

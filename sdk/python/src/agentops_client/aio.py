@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from agentops_client import _protocol as p
+from agentops_client.artifacts import AsyncArtifactMethods
 from agentops_client.errors import (
     AgentOpsError,
     Conflict,
@@ -44,7 +45,7 @@ def current_step() -> Step | None:
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncArtifactMethods):
     """An agentops client on ``httpx.AsyncClient``.
 
     ``base_url`` is the server (``http://host:port``); ``token`` an API token
@@ -177,8 +178,10 @@ class AsyncClient:
         return Run.from_json(await self._request("GET", f"/runs/{run_id}/"))
 
     async def get_step(self, run_id: str, step_id: int) -> Step:
-        """The step as it is now. Raises ``NotFound``."""
-        return Step.from_json(await self._request("GET", f"/runs/{run_id}/steps/{step_id}/"))
+        """The step as it is now, its result resolved when the server kept it as an artifact
+        (``resolve_step``). Raises ``NotFound``."""
+        step = Step.from_json(await self._request("GET", f"/runs/{run_id}/steps/{step_id}/"))
+        return await self.resolve_step(step)
 
     async def append_step(
         self,
@@ -234,7 +237,8 @@ class AsyncClient:
                 # Sent only when true: a server older than tool errors refuses the key.
                 body["is_error"] = True
         path = f"/runs/{run_id}/steps/{step_id}/result/"
-        return Step.from_json(await self._request("POST", path, body))
+        # A result the server kept as an artifact comes back whole (``resolve_step``).
+        return await self.resolve_step(Step.from_json(await self._request("POST", path, body)))
 
     async def append_messages(
         self,

@@ -11,13 +11,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from agentops_client.aio import AsyncClient, AsyncRunHandle
+from agentops_client.artifacts import ArtifactMethods
 from agentops_client.models import AgentState, Approval, Run, Session, Step
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Client:
+class Client(ArtifactMethods):
     """An agentops client for synchronous code; the arguments are ``AsyncClient``'s.
 
     Use it as a context manager, or call ``close``. Every method blocks until the server
