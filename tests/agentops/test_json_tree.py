@@ -1,8 +1,8 @@
-"""The inbox's JSON view (``agentops.jinja2.json_tree``): readable, foldable, escaped."""
+"""The pages' JSON viewer (``agentops.json_view.json_tree``): readable, foldable, escaped."""
 
 import json
 
-from agentops.jinja2 import (
+from agentops.json_view import (
     JSON_TREE_MAX_CHARS,
     JSON_TREE_MAX_DEPTH,
     JSON_TREE_MAX_ENTRIES,

@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.actors import Actor
-from agentops.jinja2 import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_CHARS, PRETTY_JSON_MAX_DEPTH
+from agentops.json_view import JSON_TREE_MAX_DEPTH, PRETTY_JSON_MAX_CHARS, PRETTY_JSON_MAX_DEPTH
 from agentops.storable import MAX_JSON_DEPTH
 from projects.models import Project
 from runs.control.create import run_create
