@@ -256,18 +256,19 @@ _ATTEMPTS_KEPT = (
 )
 
 
-def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
-    """The steps of run ``run_id`` in index order with their approval request joined and
-    their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
-    when its section is opened). One query, whatever the run's length."""
+def run_page_steps(
+    *, run_id: uuid.UUID | str, defer: tuple[str, ...] = (), ids: Iterable[int] | None = None
+) -> list[Step]:
+    """The steps of run ``run_id`` (only those of ``ids``, when given) in index order with
+    their approval request joined and their number of attempts (``attempts_kept``:
+    StepAttempt rows, which a run page lists when its section is opened), without the fields
+    ``defer`` names. One query, whatever the run's length."""
     kept = RawSQL(_ATTEMPTS_KEPT, (), output_field=IntegerField())  # noqa: S611 (fixed text)
-    steps = (
-        Step.objects.filter(run_id=run_id)
-        .select_related("approval")
-        .annotate(attempts_kept=kept)
-        .order_by("index")
-    )
-    return list(steps)
+    steps = Step.objects.filter(run_id=run_id)
+    if ids is not None:
+        steps = steps.filter(pk__in=ids)
+    steps = steps.select_related("approval").defer(*defer).annotate(attempts_kept=kept)
+    return list(steps.order_by("index"))
 
 
 def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:
