@@ -88,7 +88,7 @@ def test_every_value_has_a_copy_button_and_large_values_fold_with_their_size():
     assert html.startswith(f'<div class="json-tree">{COPY_BUTTON}<details class="j-node"><summary>')
     assert f"1 key, {size / 1000:.1f} kB" in html
     # Small values start open, without a size.
-    assert "<details class=\"j-node\" open>" in str(json_tree({"a": 1}))
+    assert '<details class="j-node" open>' in str(json_tree({"a": 1}))
     assert " B<" not in str(json_tree({"a": 1}))
 
 
