@@ -81,7 +81,8 @@ JSON_TREE_MAX_NODES = 2000
 JSON_TREE_MAX_CHARS = 10_000
 JSON_TREE_MAX_PARSED = 100_000
 # Before every value: static/js/json.js copies the value that follows the button.
-COPY_BUTTON = '<button type="button" class="j-copy" data-copy aria-label="Copy value">copy</button>'
+# Its text is drawn by CSS (``.j-copy::before``), so a tree's text is the value's alone.
+COPY_BUTTON = '<button type="button" class="j-copy" data-copy aria-label="Copy value"></button>'
 
 
 def _json_text(value: str) -> Any:

@@ -3,7 +3,8 @@
  * [data-copy] copies the value that follows it, rebuilt from the tree: text as it is, other
  * values as indented JSON. A button [data-copy-text] copies that text (an id). A value the
  * page shows only in part (a note of class j-cut inside it) is copied as shown, and the
- * button says so. The button reads "copied" for a moment and a polite status tells readers.
+ * button says so. The buttons' text is CSS's ("copy", or data-copied for a moment after a
+ * copy), so a tree's text is its value's alone; a polite status tells screen readers.
  */
 (function () {
   "use strict";
@@ -103,10 +104,8 @@
     copyText(text).then(
       function () {
         button.dataset.copied = label;
-        button.textContent = label;
         status("Copied to the clipboard" + (CUT.cut ? ": the part of the value this page shows." : "."));
         window.setTimeout(function () {
-          button.textContent = "copy";
           delete button.dataset.copied;
         }, 1500);
       },
