@@ -3,7 +3,7 @@ the whole of the steps it shows open, and a compact timeline of model turns and 
 
 A run of at most ``STEPS_OPEN`` steps shows every step whole. A longer one shows each step as a
 folded header row (index, tool, status, duration, tokens) and opens only the steps a reader
-must see: those not finished well (``_ATTENTION``, or a tool error) and the last one; the body
+must see: those not finished or failed (``_ATTENTION``) and the last one; the body
 of a folded step is loaded when it is opened (``runs.views.run_step``). The page's queries
 do not grow with the number of steps: one for the header rows, one for the open steps' whole
 rows (with their approvals' decisions), two for their checkpoints' states.
@@ -38,7 +38,7 @@ _ATTENTION = frozenset(
 )
 # The header rows need none of these: a long run's arguments and results stay in the database
 # until their step is opened.
-_BODY_FIELDS = (
+BODY_FIELDS = (
     "args",
     "args_schema",
     "result",
@@ -55,7 +55,7 @@ TIMELINE_ROWS = 2000
 @dataclass(frozen=True)
 class PageSteps:
     """A run's steps for its page: ``steps`` (every step in index order; the open ones whole,
-    the others without their ``_BODY_FIELDS``) and the ids of those shown open."""
+    the others without their ``BODY_FIELDS``) and the ids of those shown open."""
 
     steps: list[Step]
     open_ids: frozenset[int]
@@ -63,19 +63,15 @@ class PageSteps:
 
 def is_open(step: Step, last_index: int, count: int) -> bool:
     """Whether a run page shows ``step`` open: every step of a run of at most ``STEPS_OPEN``
-    steps, else the last one (``last_index``) and those needing attention."""
-    return (
-        count <= STEPS_OPEN
-        or step.index == last_index
-        or step.tool_error
-        or step.status in _ATTENTION
-    )
+    steps, else the last one (``last_index``) and those needing attention (a tool error
+    is an answer the agent got: its step stays folded, marked, and found by the filter)."""
+    return count <= STEPS_OPEN or step.index == last_index or step.status in _ATTENTION
 
 
 def page_steps(*, run_id: uuid.UUID) -> PageSteps:
     """The steps of run ``run_id`` for its page (``PageSteps``); the open ones with their
     approval request's decisions prefetched."""
-    rows = selectors.run_page_steps(run_id=run_id, defer=_BODY_FIELDS)
+    rows = selectors.run_page_steps(run_id=run_id, defer=BODY_FIELDS)
     if not rows:
         return PageSteps([], frozenset())
     last = rows[-1].index
@@ -144,6 +140,12 @@ class Timeline:
     span_ms: int
     ticks: list[int]
     rows_total: int
+
+
+def timeline_total(*, run_id: uuid.UUID, steps: int) -> int:
+    """How many bars the timeline of a run of ``steps`` steps has: its tool calls and its
+    model turns (one count)."""
+    return steps + ModelCall.objects.filter(run_id=run_id).count()
 
 
 def _tokens(usage: Any) -> int:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<uuid:run_id>/fragment/", views.run_detail_fragment, name="run-detail-fragment"),
     path("runs/<uuid:run_id>/steps/<int:index>/", views.run_step, name="run-step"),
+    path("runs/<uuid:run_id>/timeline/", views.run_timeline, name="run-timeline"),
     path(
         "runs/<uuid:run_id>/steps/<int:index>/state/",
         state_views.run_step_state,

@@ -168,6 +168,8 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
     run = _run(run_id)
     shown = run_page.page_steps(run_id=run.pk)
     steps = shown.steps
+    folded = len(steps) > run_page.STEPS_OPEN
+    timeline = None if folded else run_page.timeline(steps=steps, run_id=run.pk, now=timezone.now())
     # The run's number of events comes with its latest ones: a window over the same rows,
     # counted before the LIMIT cuts them.
     latest = list(
@@ -195,9 +197,15 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         ),
         **_step_bodies(run, [step for step in steps if step.pk in shown.open_ids]),
         "open_ids": shown.open_ids,
-        "folded": len(steps) > run_page.STEPS_OPEN,
+        "folded": folded,
         "step_paths": paths_by("run-step", [run.pk], [step.index for step in steps]),
-        "timeline": run_page.timeline(steps=steps, run_id=run.pk, now=timezone.now()),
+        # A long run's timeline is loaded when opened (run_timeline); a short run's drawn.
+        "timeline": timeline,
+        "timeline_total": (
+            run_page.timeline_total(run_id=run.pk, steps=len(steps))
+            if timeline is None
+            else timeline.rows_total
+        ),
         "anchors": event_anchors(step_refs),
         "steps": steps,
         # The status filter's choices: the statuses the run's steps are in, by value.
@@ -272,3 +280,18 @@ def run_step(request: HttpRequest, run_id: uuid.UUID, index: int) -> HttpRespons
     )
     context = {"run": run, "step": step, "fork_until": fork_until, **_step_bodies(run, steps)}
     return render(request, "runs/_step_body.html", context)
+
+
+@require_GET
+@run_view()
+def run_timeline(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """The bars of the run's timeline (``runs.run_page.timeline``), an HTML fragment loaded
+    when a long run's timeline is opened.
+
+    Raises:
+        Http404: unknown run.
+    """
+    run = _run(run_id)
+    steps = selectors.run_page_steps(run_id=run.pk, defer=run_page.BODY_FIELDS)
+    timeline = run_page.timeline(steps=steps, run_id=run.pk, now=timezone.now())
+    return render(request, "runs/_timeline_rows.html", {"timeline": timeline})

@@ -40,7 +40,7 @@ def page(client: Any, run: Run) -> str:
     return str(response.content.decode())
 
 
-def test_a_long_runs_steps_are_folded_but_those_needing_attention_and_the_last(
+def test_a_long_runs_steps_are_folded_but_the_failed_and_the_last(
     client, operator, django_capture_on_commit_callbacks
 ):
     run = long_run(operator, django_capture_on_commit_callbacks, 60)
@@ -49,7 +49,7 @@ def test_a_long_runs_steps_are_folded_but_those_needing_attention_and_the_last(
     open_steps = {int(i) for i in re.findall(r'id="step-body-(\d+)" open>', html)}
     folded = {int(i) for i in re.findall(r'id="step-body-(\d+)" data-lazy-src=', html)}
     # Independent of the page's rule: the statuses written above.
-    expected = {i for i in range(60) if status_of(i) != ("succeeded", False)} | {59}
+    expected = {i for i in range(60) if status_of(i)[0] != "succeeded"} | {59}
     assert open_steps == expected
     assert folded == set(range(60)) - expected
     # A folded step's body is not in the page (its tool call id is shown only in the body).
@@ -59,12 +59,15 @@ def test_a_long_runs_steps_are_folded_but_those_needing_attention_and_the_last(
     assert f"{60 - len(expected)} of 60 steps folded" in html
 
 
-def test_a_short_run_shows_every_step_open(client, operator, django_capture_on_commit_callbacks):
+def test_a_short_run_shows_every_step_open_and_its_timeline_drawn(
+    client, operator, django_capture_on_commit_callbacks
+):
     run = long_run(operator, django_capture_on_commit_callbacks, STEPS_OPEN)
     client.force_login(operator)
     html = page(client, run)
     assert len(re.findall(r'id="step-body-\d+" open>', html)) == STEPS_OPEN
     assert "data-steps-folded" not in html
+    assert html.count('data-tl-kind="tool"') == STEPS_OPEN
 
 
 def test_a_folded_steps_body_is_its_own_fragment_and_shows_the_json_text_result_as_a_tree(
@@ -106,13 +109,18 @@ def test_the_timeline_draws_each_tool_call_and_model_turn_and_the_filter_offers_
     html = page(client, run)
     turns = ModelCall.objects.filter(run=run).count()
     assert turns == len(range(0, 60, MODEL_EVERY))
-    assert html.count('data-tl-kind="tool"') == 60
-    assert html.count('data-tl-kind="model"') == turns
     assert f"{60 + turns} tool calls and model turns" in html
+    # A long run's timeline is loaded when opened.
+    timeline_url = reverse("run-timeline", args=[run.pk])
+    assert f'data-lazy-src="{timeline_url}"' in html
+    assert "data-tl-kind" not in html
+    bars = client.get(timeline_url).content.decode()
+    assert bars.count('data-tl-kind="tool"') == 60
+    assert bars.count('data-tl-kind="model"') == turns
     # Step 0 waited at a gate: a hatched part before its bar.
-    first = html[html.index('href="#step-0" data-jump="0"') :]
+    first = bars[bars.index('href="#step-0" data-jump="0"') :]
     assert '<span class="tl-gate"' in first[: first.index("</li>")]
-    assert 'data-tl-status="tool_error"' in html
+    assert 'data-tl-status="tool_error"' in bars
     options = re.findall(r'<option value="([a-z_]*)">', html)
     assert options == ["", "failed", "succeeded", "tool_error"]
     assert html.count('data-action="fork"') == 1
@@ -123,6 +131,7 @@ def test_the_timeline_draws_each_tool_call_and_model_turn_and_the_filter_offers_
 def _queries(client: Any, run: Run) -> int:
     with CaptureQueriesContext(connection) as queries:
         page(client, run)
+        client.get(reverse("run-timeline", args=[run.pk]))
     return len(queries)
 
 
@@ -134,3 +143,11 @@ def test_the_run_page_makes_as_many_queries_for_300_steps_as_for_30(
     client.force_login(operator)
     _queries(client, short)  # warm the session and permission caches alike
     assert _queries(client, long) == _queries(client, short)
+
+
+def test_the_timeline_of_another_projects_run_is_not_found(
+    client, operator, django_capture_on_commit_callbacks
+):
+    run = long_run(operator, django_capture_on_commit_callbacks, 3)
+    client.force_login(make_user("outsider"))
+    assert client.get(reverse("run-timeline", args=[run.pk])).status_code in (403, 404)
