@@ -60,7 +60,8 @@ def page_action(
     missing: str | None = None,
 ) -> Callable[[View], View]:
     """Decorate a page action ``view(request, **kwargs)``: a domain error it raises becomes
-    an error message (``refusal_text``, or the text ``says`` gives for the error's class) and
+    an error message (``refusal_text``, or the text ``says`` gives for the error's class,
+    formatted with the view's ``kwargs``: ``"Request {approval_id} does not exist."``) and
     the answer is ``back(request, **kwargs)``, the page to return to. An
     ``ObjectDoesNotExist`` is a 404, as on every page, unless ``missing`` gives the message
     to show instead. Other errors are raised on.
@@ -76,7 +77,12 @@ def page_action(
                 return view(request, *args, **kwargs)
             except Exception as exc:  # domain errors are told apart below; others re-raised
                 text = next(
-                    (said for kind, said in (says or {}).items() if isinstance(exc, kind)), None
+                    (
+                        said.format(**kwargs)
+                        for kind, said in (says or {}).items()
+                        if isinstance(exc, kind)
+                    ),
+                    None,
                 )
                 if text is None and isinstance(exc, ObjectDoesNotExist):
                     if missing is None:
