@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.contrib.messages import get_messages
 from django.contrib.messages.storage.fallback import FallbackStorage
+from django.contrib.sessions.backends.signed_cookies import SessionStore
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.test import RequestFactory
@@ -23,7 +24,7 @@ class Thing:
 
 def _request() -> HttpRequest:
     request = RequestFactory().post("/act/")
-    request.session = {}  # type: ignore[attr-defined]
+    request.session = SessionStore()
     request._messages = FallbackStorage(request)  # type: ignore[attr-defined]
     return request
 

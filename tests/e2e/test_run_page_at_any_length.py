@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
 
 from agentops.actors import Actor
 from projects.roles import Role
@@ -32,7 +32,10 @@ RECORD = {
     "reservation": {"id": "ZFA04Y", "legs": ["LAS-IAH", "IAH-LAS"], "code": "X" * 300},
     "note": "Customer asked to move the return flight by one day if the fare allows it. " * 4,
 }
-WIDTHS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+WIDTHS: dict[str, ViewportSize] = {
+    "desktop": {"width": 1440, "height": 900},
+    "phone": {"width": 390, "height": 844},
+}
 
 
 @dataclass(frozen=True)
