@@ -1,4 +1,5 @@
-"""The reviewers' approvals inbox, its live fragment, and the approve / reject form."""
+"""The reviewers' approvals inbox, its live fragment, a request's page and its context; the
+decisions posted from them are in ``approvals.decision_views``."""
 
 from __future__ import annotations
 
@@ -7,37 +8,28 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
-from agentops.actors import Actor
-from agentops.errors import Conflict, InvalidInput
-from approvals import marks, selectors, services
+from approvals import selectors
 from approvals.context_processors import PENDING_COUNT_ATTRIBUTE
+from approvals.decision_views import take_draft
 from approvals.filters import InboxFilter, place_parameters
 from approvals.models import (
-    DECISION_PAST_TENSE,
     ApprovalDecision,
     ApprovalMark,
     ApprovalRequest,
-    ApprovalStatus,
-    Decision,
 )
 from approvals.transcript import compact_transcript, steps_not_in
 from projects.access import Access
 from projects.views import object_permission
-from runs.models import CLIENT_DRIVEN
 from runs.selectors import ArgsEdit, args_edits, conversation_before_call, run_conversation
 from runs.tools import get_tool
 from runs.tools.preview import Preview, tool_preview
@@ -266,7 +258,7 @@ def approval_inbox(request: HttpRequest) -> HttpResponse:
     paged by GET parameters (``approvals.filters``)."""
     after = last_event_id()
     context = _inbox_context(request)
-    drafts = {item.approval.pk: _take_draft(request, item.approval.pk) for item in context["items"]}
+    drafts = {item.approval.pk: take_draft(request, item.approval.pk) for item in context["items"]}
     context.update(
         drafts={pk: draft for pk, draft in drafts.items() if draft},
         nav="approvals",
@@ -338,7 +330,8 @@ def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
     every link to a request leads (notifications, the run page, the inbox's cards), so a link
     never depends on the inbox's page or filters. It shows what its card shows, with the
     context already open; a pending request the user may decide gets the decision form, and
-    what they typed into it before a refused decision (``_keep_draft``) fills it again.
+    what they typed into it before a refused decision fills it again
+    (``approvals.decision_views.keep_draft``).
 
     Raises:
         Http404: no such request, or one in a project the user may not see.
@@ -349,268 +342,8 @@ def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
     context = {
         **_call_context(approval),
         "item": item,
-        "drafts": {approval.pk: _take_draft(request, approval.pk)},
+        "drafts": {approval.pk: take_draft(request, approval.pk)},
         "place": "",
         "nav": "approvals",
     }
     return render(request, "approvals/detail.html", context)
-
-
-# A refused decision keeps what the reviewer typed (its comment and edited arguments) in their
-# session, by approval id, until the form is shown again; a draft longer than this (in
-# characters) is not kept.
-_DRAFTS = "approval_drafts"
-MAX_DRAFT = 200_000
-
-
-def _keep_draft(request: HttpRequest, approval_id: int) -> None:
-    """Keep the posted ``comment`` and ``args`` text of a refused decision on ``approval_id``
-    for the next showing of its form (``_take_draft``)."""
-    # The arguments only count in an approval (a rejection ignores the editor).
-    args = request.POST.get("args", "") if request.POST.get("decision") == Decision.APPROVE else ""
-    draft = {"comment": request.POST.get("comment", ""), "args": args}
-    if len(draft["comment"]) + len(draft["args"]) > MAX_DRAFT:
-        return
-    drafts = request.session.get(_DRAFTS, {})
-    drafts[str(approval_id)] = draft
-    request.session[_DRAFTS] = drafts
-
-
-def _take_draft(request: HttpRequest, approval_id: int) -> dict[str, str]:
-    """The draft kept for ``approval_id`` (``{"comment": text, "args": text}``), removed from
-    the session; ``{}`` when none is."""
-    drafts = request.session.get(_DRAFTS)
-    if not drafts or str(approval_id) not in drafts:
-        return {}
-    draft: dict[str, str] = drafts.pop(str(approval_id))
-    request.session[_DRAFTS] = drafts
-    return draft
-
-
-def _back_to_place(request: HttpRequest, focus: str = "") -> HttpResponseRedirect:
-    """The inbox at the reviewer's place: the page, filters and sort the form was posted from
-    (``place``, only known parameters kept), with ``focus`` (an approval id) as the card to
-    focus."""
-    place = request.POST.get("place", "")
-    query = place_parameters(QueryDict(place) if len(place) <= 2000 else {})
-    url = reverse("approval-inbox")
-    if query:
-        url += "?" + urlencode(query)
-    if focus.isdigit():
-        url += f"#approval-{focus}"
-    return HttpResponseRedirect(url)
-
-
-def _back(request: HttpRequest, approval_id: int, focus: str) -> HttpResponseRedirect:
-    """Where a decision on ``approval_id`` returns: the request's own page when it was made
-    there (POST ``back``: ``request``), else the inbox at the reviewer's place, ``focus``
-    (an approval id) as the card to focus."""
-    if request.POST.get("back") == "request":
-        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
-    return _back_to_place(request, focus)
-
-
-def _refused(request: HttpRequest, approval_id: int, text: str) -> HttpResponseRedirect:
-    """Say why a decision on ``approval_id`` was refused, keep what the reviewer typed, and
-    return to the request."""
-    messages.error(request, text)
-    _keep_draft(request, approval_id)
-    return _back(request, approval_id, str(approval_id))
-
-
-@require_POST
-@login_required
-def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Approve, reject or respond (POST ``decision``: approve|reject|respond, ``comment``:
-    required to reject, and the answer for the agent to respond;
-    to approve with edits, ``args``: the arguments as JSON text), then back to the inbox at
-    the reviewer's place (``place``: the inbox's query string; ``next``: the id of the card to
-    focus after a decision), or to the request's own page (``back``: ``request``).
-
-    Every refusal of the service (not pending any more, already decided, own run, no reviewer
-    permission, bad input) and a rejection without a reason become an error message on the
-    request (its card focused and opened again, or its page), what the reviewer typed kept
-    in the form (``_keep_draft``); a request that does not exist or is in a project the user
-    may not see gets the same message, on the inbox.
-    """
-    project_id = (
-        ApprovalRequest.objects.filter(pk=approval_id).values_list("run__project_id", flat=True)
-    ).first()
-    if project_id is None or not Access(request.user).can(
-        "approvals.view_approvalrequest", project_id
-    ):
-        messages.error(request, f"Approval request {approval_id} does not exist.")
-        return _back_to_place(request)
-    decision = request.POST.get("decision", "")
-    comment = request.POST.get("comment", "").strip()
-    if decision == Decision.REJECT and not comment:
-        return _refused(
-            request,
-            approval_id,
-            "Could not record your rejection: give a reason (the agent and the audit log "
-            "keep it). Nothing was changed.",
-        )
-    if decision == Decision.RESPOND and not comment:
-        return _refused(
-            request,
-            approval_id,
-            "Could not send your response: write it in the comment (the agent gets it as the "
-            "call's outcome). Nothing was changed.",
-        )
-    args_text = request.POST.get("args", "")
-    args = None
-    if decision == Decision.APPROVE and args_text.strip():
-        # The editor holds the arguments as shown; unchanged ones are no edit (the service
-        # compares them with the step's).
-        try:
-            args = json.loads(args_text)
-        except ValueError as exc:
-            return _refused(
-                request,
-                approval_id,
-                f"Could not record your decision: the arguments are not JSON ({exc}).",
-            )
-    try:
-        approval = services.approval_decide(
-            approval_id=approval_id,
-            actor=Actor.for_user(request.user),
-            decision=decision,
-            comment=comment,
-            args=args,
-        )
-    except (Conflict, PermissionDenied, InvalidInput) as exc:
-        return _refused(request, approval_id, f"Could not record your decision: {exc}.")
-    tool = approval.step.tool
-    if decision == Decision.RESPOND:
-        messages.success(
-            request,
-            f"Responded to {tool}: the call is refused and the agent gets your answer"
-            + (
-                " as its outcome."
-                if approval.run.agent in CLIENT_DRIVEN
-                else "; the run has failed."
-            ),
-        )
-    elif decision == Decision.REJECT:
-        if approval.run.agent in CLIENT_DRIVEN:
-            messages.success(
-                request, f"Rejected {tool}: the agent gets your reason as its outcome."
-            )
-        else:
-            messages.success(request, f"Rejected {tool}: the run has failed.")
-    elif approval.status == ApprovalStatus.APPROVED:
-        messages.success(request, f"Approved {tool}: the step is queued and the run continues.")
-    elif approval.rule.edited_by == request.user.pk:
-        needed = approval.required_approvals
-        messages.warning(
-            request,
-            f"Your edit of {tool}'s arguments needs a stricter approval ({approval.risk} risk, "
-            f"{needed} approval{'s' if needed != 1 else ''}): the request starts over, your "
-            "approval does not count, and other reviewers must decide.",
-        )
-    else:
-        messages.success(request, f"Approval of {tool} recorded: it needs another reviewer.")
-    return _back(request, approval_id, request.POST.get("next", ""))
-
-
-def _is_id(value: str) -> bool:
-    """Whether ``value`` is an approval id's text (ASCII digits, at most 18)."""
-    return value.isascii() and value.isdigit() and len(value) <= 18
-
-
-@require_POST
-@login_required
-def approval_decide_bulk(request: HttpRequest) -> HttpResponse:
-    """One decision on a selection of requests (POST ``ids``: approval ids, repeated;
-    ``decision``: approve|reject|respond; ``comment``: required to reject or respond), each
-    through the same service and rules as a single decision
-    (``services.approval_decide_many``), then back to the inbox at the reviewer's place
-    (``place``). What was decided and each refusal, by request, become messages; ids that are
-    not numbers, unknown, or of a project the user may not see are refused as "does not
-    exist", and a missing reason refuses the whole selection (nothing changes).
-    """
-    raw = request.POST.getlist("ids")
-    ids = [int(value) for value in raw if _is_id(value)]
-    visible = set(
-        Access(request.user)
-        .scope(
-            ApprovalRequest.objects.filter(pk__in=ids),
-            "approvals.view_approvalrequest",
-            "run__project_id",
-        )
-        .values_list("pk", flat=True)
-    )
-    decision = request.POST.get("decision", "")
-    comment = request.POST.get("comment", "").strip()
-    if decision in (Decision.REJECT, Decision.RESPOND) and not comment:
-        messages.error(
-            request,
-            "Could not record your decision on the selection: give a reason (or the answer "
-            "to send). Nothing was changed.",
-        )
-        return _back_to_place(request)
-    hidden = len(raw) - sum(1 for value in raw if _is_id(value) and int(value) in visible)
-    if hidden:
-        messages.error(request, f"{hidden} of the selected requests do not exist.")
-    chosen = [pk for pk in ids if pk in visible]
-    if hidden and not chosen:
-        return _back_to_place(request)
-    try:
-        outcome = services.approval_decide_many(
-            approval_ids=chosen,
-            actor=Actor.for_user(request.user),
-            decision=decision,
-            comment=comment,
-        )
-    except InvalidInput as exc:
-        messages.error(request, f"Could not record your decision on the selection: {exc}.")
-        return _back_to_place(request)
-    if outcome.decided:
-        verb = DECISION_PAST_TENSE[decision].capitalize()
-        count = len(outcome.decided)
-        messages.success(request, f"{verb} {count} request{'s' if count != 1 else ''}.")
-    for approval_id, why in outcome.refused.items():
-        messages.error(request, f"Request #{approval_id} was not decided: {why}.")
-    return _back_to_place(request)
-
-
-# The snoozes a reviewer may choose, in hours.
-SNOOZE_HOURS = (1, 4, 24)
-
-
-@require_POST
-@login_required
-@permission_required("approvals.view_approvalrequest", raise_exception=True)
-def approval_mark(request: HttpRequest, approval_id: int) -> HttpResponse:
-    """Change the user's own marks on a pending request (POST ``action``: ``snooze`` with
-    ``hours``, one of ``SNOOZE_HOURS``; ``unsnooze``; ``assign``; ``unassign``) through
-    ``approvals.marks``, then back to where it was posted from (``back``, ``place`` as for a
-    decision). A refusal (not pending, unknown or another project's request, a bad action)
-    is an error message and changes nothing."""
-    action = request.POST.get("action", "")
-    actor = Actor.for_user(request.user)
-    try:
-        if action == "snooze":
-            hours = request.POST.get("hours", "")
-            if hours not in {str(h) for h in SNOOZE_HOURS}:
-                raise InvalidInput(f"snooze for one of {SNOOZE_HOURS} hours", field="hours")
-            until = timezone.now() + timedelta(hours=int(hours))
-            marks.approval_snooze(approval_id=approval_id, actor=actor, until=until)
-            messages.success(request, f"Snoozed request #{approval_id} for {hours} h.")
-        elif action == "unsnooze":
-            marks.approval_snooze(approval_id=approval_id, actor=actor, until=None)
-            messages.success(request, f"Request #{approval_id} is back in your inbox.")
-        elif action in ("assign", "unassign"):
-            marks.approval_assign(approval_id=approval_id, actor=actor, assigned=action == "assign")
-            done = "assigned to you" if action == "assign" else "no longer assigned to you"
-            messages.success(request, f"Request #{approval_id} is {done}.")
-        else:
-            raise InvalidInput("unknown action", field="action")
-    except ApprovalRequest.DoesNotExist:
-        messages.error(request, f"Approval request {approval_id} does not exist.")
-        return _back_to_place(request)
-    except (Conflict, InvalidInput, PermissionDenied) as exc:
-        messages.error(request, f"Could not change your marks: {exc}.")
-    if request.POST.get("back") == "request":
-        return HttpResponseRedirect(reverse("approval-detail", args=[approval_id]))
-    return _back_to_place(request)

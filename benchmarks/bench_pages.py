@@ -21,6 +21,16 @@ The inbox at scale (issue 30, item 7) is measured after those, once ``Size.scale
 more requests wait (``send_email`` calls to ``SCALE_RECIPIENTS`` addresses, so identical
 requests are grouped as in a real queue): its first page, with its counts per tool and risk
 and each line's identical count, at most 150 ms on the wall-time median with 1,000 pending.
+
+A run of any length (issue 30, item 6): the page of a client run of ``HUGE_STEPS`` steps
+(tiny: ``Size.huge_steps``) written in bulk (``testsupport.long_runs``: echo calls of
+``ECHO_VALUE``, results as JSON text, a model turn every fifth step, a failed step and a tool
+error every fifty), measured as the pages above (server time at most 150 ms), the queries it
+makes more than the page of a 50-step run made the same way (0: flat in the step count), and
+its load in Chromium (``/usr/bin/chromium``, headless, through daphne): the median over the
+renders of the navigation's ``loadEventEnd`` (Navigation Timing: from the request to the end
+of the load event, so the HTML, its scripts and its layout), at most 1,000 ms; its baseline
+is the 50-step run's page loaded the same way in the same repetition.
 """
 
 from __future__ import annotations
@@ -65,12 +75,15 @@ class Size:
     warmup: int
     renders: int
     scale_pending: int
+    huge_steps: int
 
 
 SIZES = {
-    "tiny": Size(warmup=1, renders=3, scale_pending=30),
-    "full": Size(warmup=10, renders=50, scale_pending=1000),
+    "tiny": Size(warmup=1, renders=3, scale_pending=30, huge_steps=100),
+    "full": Size(warmup=10, renders=50, scale_pending=1000, huge_steps=1000),
 }
+HUGE_STEPS = SIZES["full"].huge_steps
+_HUGE_LABEL = f"run page ({HUGE_STEPS:,} steps; tiny: {SIZES['tiny'].huge_steps})"
 SCALE_RECIPIENTS = 10
 
 _PAGES = {
@@ -98,6 +111,20 @@ FIGURES = (
             (Target("<=", 150),),
         ),
         Figure("inbox_scale_cpu", f"{_SCALE_LABEL}: server CPU time, median", "ms"),
+        Figure("huge_wall", f"{_HUGE_LABEL}: server time, median", "ms", (Target("<=", 150),)),
+        Figure("huge_cpu", f"{_HUGE_LABEL}: server CPU time, median", "ms"),
+        Figure(
+            "huge_more_queries",
+            f"{_HUGE_LABEL}: queries more than for 50 steps",
+            "queries",
+            (Target("<=", 0),),
+        ),
+        Figure(
+            "huge_browser",
+            f"{_HUGE_LABEL}: load in Chromium, median (baseline: 50 steps)",
+            "ms",
+            (Target("<=", 1000),),
+        ),
     ]
 )
 
@@ -202,6 +229,60 @@ def measure(client: Any, url: str, warmup: int, renders: int) -> tuple[float, fl
     return statistics.median(walls), statistics.median(cpus)
 
 
+def long_run(actor: Any, steps: int) -> str:
+    """A client run of ``steps`` steps written in bulk (``testsupport.long_runs``); its id."""
+    from datetime import UTC, datetime
+
+    from runs.control.create import run_create
+    from testsupport.long_runs import add_steps
+
+    run = run_create(actor=actor, agent="client", goal=f"pages bench, {steps} steps")
+    add_steps(run=run, count=steps, value=ECHO_VALUE, start=datetime(2026, 5, 1, tzinfo=UTC))
+    return str(run.pk)
+
+
+def queries(client: Any, url: str) -> int:
+    """How many queries a GET of ``url`` makes (after one GET to warm the caches)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.get(url)
+    with CaptureQueriesContext(connection) as captured:
+        client.get(url)
+    return len(captured)
+
+
+def browser_loads(bench: Bench, urls: list[str], warmup: int, renders: int) -> list[float]:
+    """The median load time (ms, Navigation Timing's ``loadEventEnd``) of each of ``urls`` in
+    headless Chromium through the benchmark's daphne, logged in as the operator, over
+    ``renders`` loads after ``warmup`` ones, the URLs taking turns."""
+    from playwright.sync_api import sync_playwright
+
+    from benchmarks.harness import BENCH_USER_PASSWORD
+
+    bench.start_daphne()
+    times: list[list[float]] = [[] for _ in urls]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page(base_url=bench.http_url, viewport={"width": 1440, "height": 900})
+        page.goto("/accounts/login/")
+        page.fill("input[name=username]", "bench-operator")
+        page.fill("input[name=password]", BENCH_USER_PASSWORD)
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+        for i in range(warmup + renders):
+            for url, found in zip(urls, times, strict=True):
+                page.goto(url, wait_until="load")
+                if i >= warmup:
+                    found.append(
+                        page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+                    )
+        browser.close()
+    return [statistics.median(found) for found in times]
+
+
 def run(bench: Bench) -> Iterator[Sample]:
     size = SIZES[bench.size]
     bench.stop_workers()
@@ -217,3 +298,12 @@ def run(bench: Bench) -> Iterator[Sample]:
         wall, cpu = measure(fx.reviewer, "/approvals/", size.warmup, size.renders)
         yield Sample("inbox_scale_wall", wall)
         yield Sample("inbox_scale_cpu", cpu)
+    huge = f"/runs/{long_run(fx.actor, size.huge_steps)}/"
+    short = f"/runs/{long_run(fx.actor, STEPS_PER_RUN)}/"
+    for _ in range(bench.repeat):
+        wall, cpu = measure(fx.operator, huge, size.warmup, size.renders)
+        yield Sample("huge_wall", wall)
+        yield Sample("huge_cpu", cpu)
+        yield Sample("huge_more_queries", queries(fx.operator, huge) - queries(fx.operator, short))
+        loads = browser_loads(bench, [huge, short], min(size.warmup, 3), min(size.renders, 10))
+        yield Sample("huge_browser", loads[0], baseline=loads[1])

@@ -31,7 +31,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agentops import celery_app
 from agentops.actors import Actor
-from agentops.errors import Conflict
+from agentops.page_errors import page_action
 from fleet import broker, selectors, services, tasks
 from fleet.metrics import fleet_registry
 from fleet.models import TaskRecord, TaskState
@@ -206,11 +206,17 @@ def workers_live(request: HttpRequest) -> HttpResponse:
     return render(request, "fleet/_workers_live.html", _workers_context(request))
 
 
+def _back_to_workers(request: HttpRequest, record_id: int) -> HttpResponse:
+    return redirect("fleet-workers")
+
+
 @require_POST
 @login_required
 @permission_required("runs.resume_run", raise_exception=True)
 def task_resend(request: HttpRequest, record_id: int) -> HttpResponse:
-    """Re-send the failed task of history row ``record_id`` (``fleet.services.task_resend``).
+    """Re-send the failed task of history row ``record_id`` (``fleet.services.task_resend``);
+    a refusal (it is not a failed task any more, say) is an error message on the workers
+    page.
 
     Raises:
         Http404: no such row, or one of a project the user may not see.
@@ -223,15 +229,14 @@ def task_resend(request: HttpRequest, record_id: int) -> HttpResponse:
         raise Http404("no such task")
     if not access.can("runs.resume_run", row["project_id"]):
         raise PermissionDenied("your role does not allow re-sending this task (runs.resume_run)")
-    try:
-        new_id = services.task_resend(record_id=record_id, actor=Actor.for_user(request.user))
-    except TaskRecord.DoesNotExist:
-        raise Http404("no such task") from None
-    except Conflict as exc:
-        messages.error(request, f"Cannot re-send: {exc}.")
-    else:
-        messages.success(request, f"Task re-sent as {new_id}.")
-    return redirect("fleet-workers")
+    return _resend(request, record_id=record_id)
+
+
+@page_action("Cannot re-send", _back_to_workers)
+def _resend(request: HttpRequest, record_id: int) -> HttpResponse:
+    new_id = services.task_resend(record_id=record_id, actor=Actor.for_user(request.user))
+    messages.success(request, f"Task re-sent as {new_id}.")
+    return _back_to_workers(request, record_id)
 
 
 def _bearer_token(request: HttpRequest) -> str | None:

@@ -7,7 +7,7 @@ queries, whatever the page size (steps with their approval, latest attempts).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -148,10 +148,13 @@ def run_get(*, run_id: uuid.UUID | str) -> Run:
     return run_detail_queryset().get(pk=run_id)
 
 
-def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
-    """The steps of run ``run_id`` in index order with their approval request joined and
-    their number of attempts (``attempts_kept``: StepAttempt rows, which a run page lists
-    when its section is opened). One query, whatever the run's length."""
+def run_page_steps(
+    *, run_id: uuid.UUID | str, defer: tuple[str, ...] = (), ids: Iterable[int] | None = None
+) -> list[Step]:
+    """The steps of run ``run_id`` (only those of ``ids``, when given) in index order with
+    their approval request joined and their number of attempts (``attempts_kept``:
+    StepAttempt rows, which a run page lists when its section is opened), without the fields
+    ``defer`` names. One query, whatever the run's length."""
     counted = (
         StepAttempt.objects.filter(step_id=OuterRef("pk"))
         .order_by()
@@ -160,13 +163,11 @@ def run_page_steps(*, run_id: uuid.UUID | str) -> list[Step]:
         .values("n")
     )
     kept = Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-    steps = (
-        Step.objects.filter(run_id=run_id)
-        .select_related("approval")
-        .annotate(attempts_kept=kept)
-        .order_by("index")
-    )
-    return list(steps)
+    steps = Step.objects.filter(run_id=run_id)
+    if ids is not None:
+        steps = steps.filter(pk__in=ids)
+    steps = steps.select_related("approval").defer(*defer).annotate(attempts_kept=kept)
+    return list(steps.order_by("index"))
 
 
 def step_attempts(*, step_ids: list[int]) -> dict[int, list[StepAttempt]]:

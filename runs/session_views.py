@@ -17,20 +17,22 @@ from django.views.decorators.http import require_GET
 from audit.models import session_chain
 from audit.streams import stream_head
 from projects.access import Access
-from projects.views import object_permission
 from runs import context_selectors, selectors
-from runs.models import AgentSession, Run, StateVersion
-from runs.state_diff import StepStates, json_diff
-from runs.views import DIFF_ROWS_SHOWN, MESSAGES_SHOWN, STATE_VERSIONS_SHOWN
+from runs.models import AgentSession, Run
+from runs.state_views import before_param, object_view, state_version_page, versions_context
+from runs.views import MESSAGES_SHOWN
 
 SESSIONS_PER_PAGE = 50
 # A session's page lists at most this many of its runs (the newest; the API has them all).
 RUNS_SHOWN = 100
-_PLACEHOLDER = 987654321
+_VERSION_URLS = ("session-state-version", "session-state-versions")
 
 
 def _session_project(session_id: uuid.UUID) -> int | None:
     return AgentSession.objects.filter(pk=session_id).values_list("project_id", flat=True).first()
+
+
+_session_view = object_view(_session_project, "session_id")
 
 
 @require_GET
@@ -41,22 +43,6 @@ def session_list(request: HttpRequest) -> HttpResponse:
     sessions = Access(request.user).scope(selectors.session_list(), "runs.view_run")
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "runs/session_list.html", {"nav": "sessions", "page": page})
-
-
-def _versions_context(session_id: uuid.UUID, before: int | None = None) -> dict[str, Any]:
-    versions, total = selectors.state_version_list(
-        session_id=session_id, before=before, limit=STATE_VERSIONS_SHOWN
-    )
-    path = reverse("session-state-version", args=[session_id, _PLACEHOLDER])
-    marker = f"/{_PLACEHOLDER}/"
-    return {
-        "state_versions": versions,
-        "state_versions_total": total,
-        "state_version_paths": {
-            row.version: path.replace(marker, f"/{row.version}/") for row in versions
-        },
-        "earlier_versions_url": reverse("session-state-versions", args=[session_id]),
-    }
 
 
 def _session_context(session_id: uuid.UUID) -> dict[str, Any]:
@@ -71,14 +57,12 @@ def _session_context(session_id: uuid.UUID) -> dict[str, Any]:
         "runs_total": runs.count(),
         "conversation_rows": messages,
         "messages_total": session.message_count,
-        **_versions_context(session.pk),
+        **versions_context({"session_id": session.pk}, _VERSION_URLS, None),
     }
 
 
 @require_GET
-@login_required
-@permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _session_project, "session_id")
+@_session_view
 def session_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """A session's page: its facts, runs, conversation (the latest ``MESSAGES_SHOWN``
     messages, removed ones marked) and state versions, live.
@@ -98,35 +82,26 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 
 @require_GET
-@login_required
-@permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _session_project, "session_id")
+@_session_view
 def session_detail_fragment(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """The changing part of a session's page alone, for live refreshes."""
     return render(request, "runs/_session_body.html", _session_context(session_id))
 
 
 @require_GET
-@login_required
-@permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _session_project, "session_id")
+@_session_view
 def session_state_versions(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
-    """The session's state versions below ``?before=`` (as ``runs.views.run_state_versions``
+    """The session's state versions below ``?before=`` (as ``runs.state_views.run_state_versions``
     for a run's); a ``before`` that is not a positive integer answers 400."""
-    before = request.GET.get("before", "")
-    if not (before.isascii() and before.isdigit() and 0 < int(before) < 2**31):
-        return HttpResponse(
-            "before: a state version (a positive integer) is required.",
-            status=400,
-            content_type="text/plain; charset=utf-8",
-        )
-    return render(request, "runs/_state_versions.html", _versions_context(session_id, int(before)))
+    before = before_param(request, 2**31, "a state version")
+    if isinstance(before, HttpResponse):
+        return before
+    context = versions_context({"session_id": session_id}, _VERSION_URLS, before)
+    return render(request, "runs/_state_versions.html", context)
 
 
 @require_GET
-@login_required
-@permission_required("runs.view_run", raise_exception=True)
-@object_permission("runs.view_run", _session_project, "session_id")
+@_session_view
 def session_state_version(
     request: HttpRequest, session_id: uuid.UUID, version: int
 ) -> HttpResponse:
@@ -136,20 +111,8 @@ def session_state_version(
     Raises:
         Http404: the session has no such version.
     """
-    if version >= 2**31:
-        raise Http404("no such state version")
-    try:
-        after = selectors.session_state_get(session_id=session_id, version=version)
-        before = (
-            selectors.session_state_get(session_id=session_id, version=version - 1).state
-            if version > 0
-            else {}
-        )
-    except StateVersion.DoesNotExist:
-        raise Http404("no such state version") from None
-    context = {
-        "version": version,
-        "change": StepStates(before, after.state, json_diff(before, after.state)),
-        "rows_shown": DIFF_ROWS_SHOWN,
-    }
-    return render(request, "runs/_state_version.html", context)
+    return state_version_page(
+        request,
+        version,
+        lambda number: selectors.session_state_get(session_id=session_id, version=number),
+    )

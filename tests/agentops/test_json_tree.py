@@ -1,8 +1,10 @@
-"""The inbox's JSON view (``agentops.jinja2.json_tree``): readable, foldable, escaped."""
+"""The pages' JSON viewer (``agentops.json_view.json_tree``): readable, foldable, escaped."""
 
 import json
 
-from agentops.jinja2 import (
+from agentops.json_view import (
+    COPY_BUTTON,
+    JSON_TREE_FOLD_BYTES,
     JSON_TREE_MAX_CHARS,
     JSON_TREE_MAX_DEPTH,
     JSON_TREE_MAX_ENTRIES,
@@ -18,7 +20,7 @@ from agentops.jinja2 import (
 def test_strings_holding_json_are_shown_parsed_and_every_text_is_escaped():
     html = str(json_tree({"<k>": json.dumps({"name": "</details><script>x</script>"})}))
     assert '<span class="j-key">&lt;k&gt;</span>' in html
-    assert 'class="j-note"' in html
+    assert 'class="j-note j-json"' in html
     assert '<span class="j-key">name</span>' in html
     assert "&lt;/details&gt;&lt;script&gt;" in html
     assert "<script>" not in html
@@ -27,7 +29,7 @@ def test_strings_holding_json_are_shown_parsed_and_every_text_is_escaped():
 
 def test_scalars_and_text_that_is_not_json_stay_as_they_are():
     assert str(json_tree("{not json")) == (
-        '<div class="json-tree"><span class="j-str">"{not json"</span></div>'
+        f'<div class="json-tree">{COPY_BUTTON}<span class="j-str">"{{not json"</span></div>'
     )
     assert str(json_tree([1.5, None, False])).count("<li>") == 3
     assert '<span class="j-punct">{}</span>' in str(json_tree({}))
@@ -69,9 +71,31 @@ def test_values_past_the_bounds_are_left_out_with_a_note():
 
 def test_text_of_json_too_deep_to_parse_is_shown_as_text():
     text = "[" * 5000 + "]" * 5000
-    assert (
-        str(json_tree(text)) == f'<div class="json-tree"><span class="j-str">"{text}"</span></div>'
+    assert str(json_tree(text)) == (
+        f'<div class="json-tree">{COPY_BUTTON}<span class="j-str">"{text}"</span></div>'
     )
+
+
+def test_every_value_has_a_copy_button_and_large_values_fold_with_their_size():
+    html = str(json_tree({"a": [1, "two", None], "b": {}}))
+    # The object, "a", its three items and "b": six values, six buttons.
+    assert html.count(COPY_BUTTON) == 6
+    assert html.index(COPY_BUTTON) < html.index("<details")
+
+    big = {"rows": [{"n": i, "text": "x" * 50} for i in range(JSON_TREE_FOLD_BYTES // 50)]}
+    size = len(json.dumps(big, separators=(",", ":")))
+    html = str(json_tree(big))
+    assert html.startswith(f'<div class="json-tree">{COPY_BUTTON}<details class="j-node"><summary>')
+    assert f"1 key, {size / 1000:.1f} kB" in html
+    # Small values start open, without a size.
+    assert '<details class="j-node" open>' in str(json_tree({"a": 1}))
+    assert " B<" not in str(json_tree({"a": 1}))
+
+
+def test_what_the_bounds_leave_out_is_marked_for_the_copy_button():
+    html = str(json_tree(list(range(JSON_TREE_MAX_ENTRIES + 1))))
+    assert '<span class="j-note j-cut">… 1 more items not shown</span>' in html
+    assert 'j-cut">… 3 more characters' in str(json_tree("y" * (JSON_TREE_MAX_CHARS + 3)))
 
 
 def test_pretty_json_prints_values_too_deep_for_json_with_a_note():

@@ -26,24 +26,30 @@ def client_for(user) -> Client:
     return client
 
 
-def test_the_run_page_offers_a_fork_from_each_reachable_step(operator, finished):
+def test_the_run_page_has_one_fork_form_reaching_each_step_that_may_start_a_fork(
+    operator, finished
+):
     page = client_for(operator).get(f"/runs/{finished.pk}/").content.decode()
-    assert 'data-fork-index="0"' in page
-    assert 'data-fork-index="1"' in page
+    assert page.count('data-action="fork"') == 1
+    assert 'name="from_index" id="fork-from" min="0" max="1"' in page
+    assert 'data-fork-from="0"' in page
+    assert 'data-fork-from="1"' in page
 
 
-def test_forking_with_unchanged_arguments_reuses_results(
-    operator, finished, django_capture_on_commit_callbacks
+@pytest.mark.parametrize("args", ['{"expression": "2"}', ""])
+def test_forking_with_unchanged_or_no_arguments_reuses_results(
+    operator, finished, django_capture_on_commit_callbacks, args
 ):
     with django_capture_on_commit_callbacks(execute=True):
         response = client_for(operator).post(
-            f"/runs/{finished.pk}/fork/", {"from_index": 1, "args": '{"expression": "2"}'}
+            f"/runs/{finished.pk}/fork/", {"from_index": 1, "args": args}
         )
     fork = Run.objects.exclude(pk=finished.pk).get()
     assert response.status_code == 302
     assert response["Location"] == f"/runs/{fork.pk}/"
     assert fork.status == RunStatus.SUCCEEDED
     assert [s.attempts for s in fork.steps.order_by("index")] == [0, 1]
+    assert fork.steps.get(index=1).args == {"expression": "2"}
 
 
 def test_forking_with_edited_arguments_waits_for_approval(

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.actors import Actor
+from agentops.json_view import COPY_BUTTON
 from approvals.models import RiskRule
 from approvals.risk import rules_changed
 from runs.control.create import run_create
@@ -138,9 +139,14 @@ def test_arguments_and_results_holding_json_text_are_shown_parsed(reviewer, make
     shown += context[context.index("earlier-steps") :]
     assert "\\&quot;" not in shown
     # The argument to decide, and the earlier step's argument beside its result.
-    assert shown.count('<span class="j-key">name</span>: <span class="j-str">"&lt;b&gt;Ada') == 3
+    assert (
+        shown.count(
+            f'<span class="j-key">name</span>: {COPY_BUTTON}<span class="j-str">"&lt;b&gt;Ada'
+        )
+        == 3
+    )
     assert "<b>Ada</b>" not in card + context
-    assert shown.count('class="j-note"') == 3
+    assert shown.count('class="j-note j-json"') == 3
 
 
 def test_the_card_shows_the_tools_preview_of_what_changes(reviewer, awaiting_run):

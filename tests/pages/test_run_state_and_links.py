@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agentops.actors import Actor
+from agentops.json_view import COPY_BUTTON
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from runs.control.fork import run_fork
@@ -59,10 +60,12 @@ def test_each_step_shows_what_it_changed_in_the_runs_state(client, operator, mak
         ("changed", "/last_step/result"),
     ]
     # The values before and after, and the whole state after the step.
-    assert '<pre class="json">42.0</pre>' in step1
-    assert '<pre class="json">2.0</pre>' in step1
+    assert '<span class="j-num">42.0</span>' in step1
+    assert '<span class="j-num">2.0</span>' in step1
     assert 'id="state-after-1"' in step1
-    assert "&quot;completed_steps&quot;: 2" in step1
+    assert (
+        f'<span class="j-key">completed_steps</span>: {COPY_BUTTON}<span class="j-num">2<' in step1
+    )
 
 
 def test_a_steps_state_is_refused_outside_the_run_and_without_a_checkpoint(

@@ -17,7 +17,7 @@ from runs.control.create import run_create, step_append
 from runs.control.state import run_state_write
 from runs.executor.client import step_report
 from runs.models import Executor, Run
-from runs.views import DIFF_ROWS_SHOWN, STATE_VERSIONS_SHOWN
+from runs.state_views import DIFF_ROWS_SHOWN, STATE_VERSIONS_SHOWN
 from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db
@@ -172,7 +172,7 @@ def test_the_fork_form_starts_from_the_chosen_state_version(
     put(operator, client_run, 1, {"plan": ["a", "b"]})
     client.force_login(operator)
     html = client.get(reverse("run-detail", args=[client_run.pk])).content.decode()
-    assert 'name="state_version" id="fork-state-version-0" min="0" max="2"' in html
+    assert 'name="state_version" id="fork-state-version" min="0" max="2"' in html
     fork_url = reverse("run-fork", args=[client_run.pk])
     refused = client.post(fork_url, {"from_index": 0, "state_version": "x"}, follow=True)
     assert "not a version" in refused.content.decode()
@@ -183,5 +183,5 @@ def test_the_fork_form_starts_from_the_chosen_state_version(
     assert response["Location"] == f"/runs/{fork.pk}/"
     page = client.get(reverse("run-state-version", args=[fork.pk, 0])).content.decode()
     assert _diff_rows(page) == [("added", "/plan")]
-    assert "&quot;a&quot;" in page
-    assert "&quot;b&quot;" not in page
+    assert '<span class="j-str">"a"</span>' in page
+    assert '<span class="j-str">"b"</span>' not in page
