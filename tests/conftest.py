@@ -80,13 +80,13 @@ def _eager_celery() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _fast_retries(settings) -> None:  # type: ignore[no-untyped-def]
+def _fast_retries(settings) -> None:
     settings.AGENTOPS_RETRY_BASE_SECONDS = 0
     settings.AGENTOPS_RETRY_MAX_SECONDS = 0
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(settings) -> None:  # type: ignore[no-untyped-def]
+def _own_cache(settings) -> None:
     """A cache key prefix of this test's own: request and failed-token counts (throttles)
     start from zero, as the database does."""
     settings.CACHES = {
@@ -96,7 +96,7 @@ def _own_cache(settings) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def children_cache(settings) -> None:  # type: ignore[no-untyped-def]
+def children_cache(settings) -> None:
     """This test's own process on its child processes' cache (``CHILD_CACHE_PREFIX``): where
     daphne and the workers read what it announces (rule changes) and keep what they make."""
     settings.CACHES = {
@@ -113,17 +113,17 @@ def seeded(db: None) -> None:
 
 
 @pytest.fixture
-def operator(seeded: None):  # type: ignore[no-untyped-def]
+def operator(seeded: None):
     return make_user("olivia", Role.OPERATOR)
 
 
 @pytest.fixture
-def reviewer(seeded: None):  # type: ignore[no-untyped-def]
+def reviewer(seeded: None):
     return make_user("rita", Role.REVIEWER)
 
 
 @pytest.fixture
-def second_reviewer(seeded: None):  # type: ignore[no-untyped-def]
+def second_reviewer(seeded: None):
     return make_user("ravi", Role.REVIEWER)
 
 
@@ -169,7 +169,7 @@ class Worker(Process):
 
 
 @pytest.fixture(scope="session")
-def _worker_process(django_db_setup, tmp_path_factory) -> Iterator[Worker]:  # type: ignore[no-untyped-def]
+def _worker_process(django_db_setup, tmp_path_factory) -> Iterator[Worker]:
     worker = Worker(tmp_path_factory.mktemp("worker") / "worker.log")
     yield worker
     worker.stop()
@@ -214,21 +214,21 @@ class AsgiServer(Process):
 
 
 @pytest.fixture(scope="session")
-def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:
     """The web app served by daphne (HTTP and WebSocket) on a free local port."""
     server = AsgiServer(tmp_path_factory.mktemp("daphne") / "daphne.log")
     yield server
     server.stop()
 
 
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
     """Poll ``predicate`` until it returns a truthy value, which is returned; fail after
     ``timeout`` seconds."""
     return wait_until(predicate, timeout, "condition", interval)
 
 
 @pytest.fixture
-def held_messages(monkeypatch) -> list[tuple[str, tuple]]:  # type: ignore[no-untyped-def]
+def held_messages(monkeypatch) -> list[tuple[str, tuple]]:
     """Hold Celery messages instead of delivering them, as a broker nobody consumes would.
 
     Returns the list of (task name, args) sent, so a test can deliver them when it wants.
@@ -247,14 +247,14 @@ def held_messages(monkeypatch) -> list[tuple[str, tuple]]:  # type: ignore[no-un
 
 
 @pytest.fixture
-def opened():  # type: ignore[no-untyped-def]
+def opened():
     """``opened(**kwargs)`` is a new ``testsupport.open_transactions.OpenTransaction`` (a
     transaction held open on its own connection); what a failure leaves open is rolled back."""
     from testsupport.open_transactions import OpenTransaction
 
     made: list[OpenTransaction] = []
 
-    def make(**kwargs):  # type: ignore[no-untyped-def]
+    def make(**kwargs):
         made.append(OpenTransaction(**kwargs))
         return made[-1]
 

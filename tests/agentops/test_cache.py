@@ -83,7 +83,7 @@ def test_requests_of_an_asgi_server_share_the_connections(monkeypatch: pytest.Mo
     connect = redis.connection.AbstractConnection.connect
 
     def counting_connect(self: redis.connection.AbstractConnection) -> None:
-        if self._sock is None:  # type: ignore[attr-defined]
+        if self._sock is None:
             connects.append(self)
         connect(self)
 

@@ -64,7 +64,7 @@ def test_a_task_is_dropped_while_the_broker_cannot_be_reached(monkeypatch, clock
             tried.append(args)
             raise OperationalError("Error 111 connecting")
 
-    celery.send_or_drop(Task(), (1,))  # type: ignore[arg-type]
-    celery.send_or_drop(Task(), (2,))  # type: ignore[arg-type]
+    celery.send_or_drop(Task(), (1,))
+    celery.send_or_drop(Task(), (2,))
     assert tried == [(1,)]  # the second did not wait on the broker
     assert len(_logged(caplog)) == 1

@@ -34,7 +34,7 @@ HOSTILE = [
 
 
 @pytest.fixture
-def client_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def client_run(operator, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=Actor.for_user(operator), agent="client", goal="hostile")
 

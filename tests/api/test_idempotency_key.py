@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 BODY = {"agent": "plan", "goal": "once", "steps": [{"tool": "echo", "args": {"value": 1}}]}
 
 
-def post(client, body, key):  # type: ignore[no-untyped-def]
+def post(client, body, key):
     return client.post(RUNS_URL, body, format="json", HTTP_IDEMPOTENCY_KEY=key)
 
 
@@ -103,7 +103,7 @@ def test_a_request_that_dies_before_its_answer_is_stored_is_done_once(
     headers = {"HTTP_IDEMPOTENCY_KEY": "append-once"}
     real_finish = idempotency._finish
 
-    def dies(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def dies(*args, **kwargs):
         raise ConnectionResetError("the web process died here")
 
     monkeypatch.setattr(idempotency, "_finish", dies)

@@ -22,13 +22,13 @@ TRAJECTORIES = DATA_DIR / "trajectories.json"
 REPORT = 200
 
 
-def client_run(api) -> str:  # type: ignore[no-untyped-def]
+def client_run(api) -> str:
     response = api.post(RUNS_URL, {"agent": "client", "goal": "talk"}, format="json")
     assert response.status_code == 201, response.content
     return response.json()["id"]
 
 
-def append(api, run_id: str, messages: list[dict]) -> None:  # type: ignore[no-untyped-def]
+def append(api, run_id: str, messages: list[dict]) -> None:
     for start in range(0, len(messages), REPORT):
         chunk = messages[start : start + REPORT]
         response = api.post(run_url(run_id, "messages"), {"messages": chunk}, format="json")

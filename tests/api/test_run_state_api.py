@@ -29,7 +29,7 @@ JSON_PATCH = "application/json-patch+json"
 
 
 @pytest.fixture
-def client_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def client_run(operator, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=Actor.for_user(operator), agent="client", goal="keep state")
 

@@ -53,7 +53,7 @@ def upper_cabin(state: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def admin_api(seeded):  # type: ignore[no-untyped-def]
+def admin_api(seeded):
     return token_client(make_user("ada", Role.ADMIN))
 
 

@@ -53,7 +53,7 @@ def session_with_a_run(api: Any, external_id: str, subject: str) -> tuple[str, s
 
 
 @pytest.fixture
-def admin_api(seeded):  # type: ignore[no-untyped-def]
+def admin_api(seeded):
     return token_client(make_user("ada", Role.OPERATOR, Role.REVIEWER))
 
 

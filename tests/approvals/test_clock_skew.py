@@ -31,7 +31,7 @@ TTL = timedelta(seconds=30)
 
 
 @pytest.fixture
-def refund_rule(seeded, webhook_server):  # type: ignore[no-untyped-def]
+def refund_rule(seeded, webhook_server):
     """Refunds wait for one approval for 30 s, with a reminder after 20 s and a webhook."""
     return RiskRule.objects.create(
         pattern="refund_*",

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 EMAIL = {"to": ["customer@example.com"], "subject": "Your refund", "body": "Refunded."}
 
 
-def start_mail_run(requester, capture) -> Run:  # type: ignore[no-untyped-def]
+def start_mail_run(requester, capture) -> Run:
     """A plan run (calculate, send_email, echo) paused at its send_email step."""
     return run_awaiting_approval(
         requester,
@@ -35,7 +35,7 @@ def start_mail_run(requester, capture) -> Run:  # type: ignore[no-untyped-def]
     )
 
 
-def decide(approval: ApprovalRequest, user, decision: str, capture, comment: str = ""):  # type: ignore[no-untyped-def]
+def decide(approval: ApprovalRequest, user, decision: str, capture, comment: str = ""):
     with capture(execute=True):
         return approval_decide(
             approval_id=approval.pk,

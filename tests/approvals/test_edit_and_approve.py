@@ -33,7 +33,7 @@ def sent() -> list[tuple[str, str]]:
     return found
 
 
-def _approve(approval, user, capture, args=None, comment=""):  # type: ignore[no-untyped-def]
+def _approve(approval, user, capture, args=None, comment=""):
     with capture(execute=True):
         return approval_decide(
             approval_id=approval.pk,

@@ -51,7 +51,7 @@ def test_the_escalation_group_may_decide_after_escalation_and_not_before(
     assert [m.to for m in mail.outbox] == [["ravi@example.com"]]
     assert webhook_server.posts == []
 
-    def decide(user):  # type: ignore[no-untyped-def]
+    def decide(user):
         with django_capture_on_commit_callbacks(execute=True):
             return approval_decide(
                 approval_id=approval.pk, actor=Actor.for_user(user), decision="approve"

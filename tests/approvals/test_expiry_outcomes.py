@@ -21,7 +21,7 @@ from tests.approvals.conftest import client_step, group_of
 pytestmark = pytest.mark.django_db
 
 
-def _expire(step: Step, capture) -> None:  # type: ignore[no-untyped-def]
+def _expire(step: Step, capture) -> None:
     ApprovalRequest.objects.filter(step=step).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def hooked_rule(seeded, webhook_server):  # type: ignore[no-untyped-def]
+def hooked_rule(seeded, webhook_server):
     return RiskRule.objects.create(
         pattern="refund_*",
         risk="high",
@@ -32,7 +32,7 @@ def hooked_rule(seeded, webhook_server):  # type: ignore[no-untyped-def]
     )
 
 
-def _open(operator, capture) -> Notification:  # type: ignore[no-untyped-def]
+def _open(operator, capture) -> Notification:
     client_step(operator, capture, "refund_payment", {"amount": 10})
     return Notification.objects.get(channel="webhook", event="opened")
 

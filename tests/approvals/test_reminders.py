@@ -20,7 +20,7 @@ from testsupport.concurrency import run_together
 
 
 @pytest.fixture
-def remind_rule(seeded, second_reviewer, webhook_server):  # type: ignore[no-untyped-def]
+def remind_rule(seeded, second_reviewer, webhook_server):
     finance = group_of("finance", second_reviewer)
     return RiskRule.objects.create(
         pattern="refund_*",

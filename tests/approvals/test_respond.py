@@ -23,7 +23,7 @@ ANSWER = "Use the billing address on file, not this one."
 
 
 @pytest.fixture
-def client_approval(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def client_approval(operator, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         run = run_create(actor=Actor.for_user(operator), agent="client", goal="g", steps=[MAIL])
     return ApprovalRequest.objects.get(run=run)

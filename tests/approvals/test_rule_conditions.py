@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def refund_rules(seeded):  # type: ignore[no-untyped-def]
+def refund_rules(seeded):
     """Refunds over $500 are critical (two approvals); other refunds are low risk."""
     over = RiskRule.objects.create(
         pattern="refund_*",

@@ -20,7 +20,7 @@ from testsupport.state import assert_unchanged
 pytestmark = pytest.mark.django_db
 
 
-def _decide(approval_id, user, capture, decision="approve"):  # type: ignore[no-untyped-def]
+def _decide(approval_id, user, capture, decision="approve"):
     with capture(execute=True):
         return approval_decide(
             approval_id=approval_id, actor=Actor.for_user(user), decision=decision

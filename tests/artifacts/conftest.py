@@ -26,7 +26,7 @@ SVG = (
 
 
 @pytest.fixture(autouse=True)
-def artifact_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def artifact_dir(settings, tmp_path: Path) -> Path:
     """The artifacts storage: a fresh directory for each test."""
     location = tmp_path / "artifacts"
     settings.STORAGES = {
@@ -40,7 +40,7 @@ def artifact_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-d
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks) -> Run:  # type: ignore[no-untyped-def]
+def run(operator, django_capture_on_commit_callbacks) -> Run:
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=Actor.for_user(operator), agent="client", goal="write a report")
 

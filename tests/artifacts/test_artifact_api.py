@@ -36,7 +36,7 @@ TEXT = b"line one\nline two\n" * 100
 
 
 @pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
+def api(operator):
     return token_client(operator)
 
 

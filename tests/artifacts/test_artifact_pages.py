@@ -18,7 +18,7 @@ from testsupport.factories import make_user
 pytestmark = pytest.mark.django_db
 
 
-def _upload(run, content: bytes, name: str, declared: str = "text/plain"):  # type: ignore[no-untyped-def]
+def _upload(run, content: bytes, name: str, declared: str = "text/plain"):
     return artifact_upload(
         run_id=run.pk,
         name=name,

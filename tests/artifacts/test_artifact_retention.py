@@ -20,7 +20,7 @@ from tests.artifacts.conftest import stored_files
 pytestmark = pytest.mark.django_db
 
 
-def finished_run_with_artifacts(operator, capture, *, days_ago: int) -> Run:  # type: ignore[no-untyped-def]
+def finished_run_with_artifacts(operator, capture, *, days_ago: int) -> Run:
     """A finished plan run of three steps with an artifact of the run and one of each step."""
     with capture(execute=True):
         run = run_create(

@@ -31,7 +31,7 @@ def big_result(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _small_threshold(settings) -> None:  # type: ignore[no-untyped-def]
+def _small_threshold(settings) -> None:
     settings.AGENTOPS_ARTIFACT_RESULT_THRESHOLD_BYTES = THRESHOLD
 
 
@@ -61,9 +61,9 @@ def test_a_large_tool_result_is_kept_as_an_artifact(operator, django_capture_on_
         capture=django_capture_on_commit_callbacks,
     )
     big, small = Step.objects.filter(run=run).order_by("index")
-    assert small.result == big_result({"count": 2}, None)  # type: ignore[arg-type]
+    assert small.result == big_result({"count": 2}, None)
     api = token_client(operator)
-    artifact = _check_reference(big.result, big_result({"count": 200}, None), api)  # type: ignore[arg-type]
+    artifact = _check_reference(big.result, big_result({"count": 200}, None), api)
     assert (artifact.step_id, artifact.run_id, artifact.name) == (
         big.pk,
         run.pk,
@@ -141,5 +141,5 @@ def test_a_failing_storage_leaves_the_result_in_the_step(
     )
     step = Step.objects.get(run=run)
     assert step.status == "succeeded"
-    assert step.result == big_result({"count": 200}, None)  # type: ignore[arg-type]
+    assert step.result == big_result({"count": 200}, None)
     assert not Artifact.objects.exists()

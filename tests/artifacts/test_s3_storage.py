@@ -34,7 +34,7 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def bucket(s3_endpoint: str, settings) -> Any:  # type: ignore[no-untyped-def]
+def bucket(s3_endpoint: str, settings) -> Any:
     """An empty private bucket, and the artifacts storage set to it as the README says."""
     s3 = boto3.resource("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **CREDENTIALS)
     created = s3.Bucket(BUCKET)

@@ -15,7 +15,7 @@ from artifacts.services import artifact_upload
 pytestmark = pytest.mark.django_db
 
 
-def _upload(run, content: bytes, name: str) -> Artifact:  # type: ignore[no-untyped-def]
+def _upload(run, content: bytes, name: str) -> Artifact:
     return artifact_upload(
         run_id=run.pk,
         name=name,

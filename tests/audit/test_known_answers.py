@@ -28,7 +28,7 @@ KEY = "known-answer-test-key"
 
 
 @pytest.fixture(autouse=True)
-def _known_key(settings) -> None:  # type: ignore[no-untyped-def]
+def _known_key(settings) -> None:
     settings.AGENTOPS_AUDIT_KEY = KEY
 
 

@@ -53,7 +53,7 @@ def _actors(after: int, prefix: str = "") -> set[tuple[str, str]]:
     return set(events.values_list("actor_kind", "actor_name"))
 
 
-def _fields(username: str, email: str, *, staff: bool = False, superuser: bool = False):  # type: ignore[no-untyped-def]
+def _fields(username: str, email: str, *, staff: bool = False, superuser: bool = False):
     return {
         "username": username,
         "email": email,

@@ -226,7 +226,7 @@ def test_truncate_is_refused(finished_run, table):
 
 
 @pytest.fixture
-def intruder(finished_run) -> str:  # type: ignore[no-untyped-def]
+def intruder(finished_run) -> str:
     """A plain role (not a member of the retention role) with every privilege on the audit
     tables; created inside the test's transaction, so gone after it."""
     with connection.cursor() as cursor:

@@ -36,7 +36,7 @@ SVG = (
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+def server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:
     """daphne keeping artifacts in a directory of this module's own."""
     started = AsgiServer(
         tmp_path_factory.mktemp("daphne-e2e-artifacts") / "daphne.log",

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 CALCULATE = {"tool": "calculate", "args": {"expression": "2+2"}}
 
 
-def _run(operator, goal: str, steps: list[dict]) -> Run:  # type: ignore[type-arg]
+def _run(operator, goal: str, steps: list[dict]) -> Run:
     return run_create(actor=Actor.for_user(operator), agent="plan", goal=goal, steps=steps)
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def server(transactional_db, seeded, tmp_path) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+def server(transactional_db, seeded, tmp_path) -> Iterator[AsgiServer]:
     """daphne, with a worker of its own, the page refreshing every second. The workers
     report is kept in the cache of the tests' child processes (``CHILD_CACHE_PREFIX``), so
     the page finds it whichever worker, this one or the session's shared one, made it."""

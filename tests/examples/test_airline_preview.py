@@ -18,7 +18,7 @@ GIFT_CARD = "gift_card_3576581"  # 245 on the card in the data files
 
 
 @pytest.fixture(scope="module")
-def store():  # type: ignore[no-untyped-def]
+def store():
     opened = Store(AIRLINE_DSN, DATA)
     yield opened
     opened.close()

@@ -22,7 +22,7 @@ CONVERSATIONS = json.loads(TRAJECTORIES.read_text())
 
 
 @pytest.fixture(scope="module")
-def store():  # type: ignore[no-untyped-def]
+def store():
     opened = Store(AIRLINE_DSN, DATA)
     yield opened
     opened.close()
@@ -124,7 +124,7 @@ def test_unknown_tools_and_misfit_arguments_are_refused(store, world):
 
 
 @pytest.fixture(scope="module")
-def server():  # type: ignore[no-untyped-def]
+def server():
     running = model_server.ReplayServer(TRAJECTORIES)
     yield running
     running.close()

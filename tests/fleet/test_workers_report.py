@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def inspect_calls(monkeypatch) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def inspect_calls(monkeypatch) -> list[dict[str, Any]]:
     """The calls of Celery's ``control.inspect`` (made through the real app, whose broker is
     the test Redis), recorded with their options."""
     calls: list[dict[str, Any]] = []
@@ -34,7 +34,7 @@ def inspect_calls(monkeypatch) -> list[dict[str, Any]]:  # type: ignore[no-untyp
 
 
 @pytest.fixture
-def sent(monkeypatch) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def sent(monkeypatch) -> list[dict[str, Any]]:
     """Messages sent by the workers page (not eager, as with a broker), held instead of sent:
     their options."""
     celery_app.conf.task_always_eager = False  # (set back after each test)

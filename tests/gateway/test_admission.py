@@ -25,11 +25,11 @@ ADDRESS = "203.0.113.7"
 
 
 @pytest.fixture
-def upstream(seeded: None):  # type: ignore[no-untyped-def]
+def upstream(seeded: None):
     return upstream_register(name="adm-up", command="true")
 
 
-def _admitted(django_assert_num_queries, token: str, queries: int) -> Admitted:  # type: ignore[no-untyped-def]
+def _admitted(django_assert_num_queries, token: str, queries: int) -> Admitted:
     with django_assert_num_queries(queries):
         found = admit("adm-up", f"Bearer {token}", ADDRESS)
     assert isinstance(found, Admitted)

@@ -24,7 +24,7 @@ from testsupport.factories import make_token, make_user
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-def _wait(predicate, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+def _wait(predicate, timeout: float = 30.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         found = predicate()

@@ -22,7 +22,7 @@ READ = {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"re
 WRITE = {"name": "transfer", "inputSchema": {"type": "object"}, "annotations": {}}
 
 
-def _session(operator, session_id: str, spec: dict, *, finish: bool) -> Run:  # type: ignore[no-untyped-def]
+def _session(operator, session_id: str, spec: dict, *, finish: bool) -> Run:
     upstream = upstream_register(name="bank", command="true")
     actor = Actor.for_user(operator, via_api=True)
     run_id = calls.session_run(

@@ -39,7 +39,7 @@ class Opened:
 
 
 @pytest.fixture
-def opened(operator, django_capture_on_commit_callbacks) -> Opened:  # type: ignore[no-untyped-def]
+def opened(operator, django_capture_on_commit_callbacks) -> Opened:
     """A session (a new id: the gateway remembers sessions per process) opened by
     ``operator`` in the default project, with one call."""
     session_id = uuid.uuid4().hex

@@ -40,7 +40,7 @@ def asks(*calls: tuple[str, dict[str, Any]]) -> AIMessage:
 
 
 @pytest.fixture
-def clients(worker, asgi_server, seeded):  # type: ignore[no-untyped-def]
+def clients(worker, asgi_server, seeded):
     agent = make_user("graph-agent", "operator")
     reviewer = make_user("graph-reviewer", "reviewer")
     made = [

@@ -36,7 +36,7 @@ def build(saver: Any) -> Any:
 
 
 @pytest.fixture
-def client(asgi_server, seeded):  # type: ignore[no-untyped-def]
+def client(asgi_server, seeded):
     token = make_token(make_user("graph-agent", "operator"))
     with Client(asgi_server.url, token, websocket=False) as client:
         yield client

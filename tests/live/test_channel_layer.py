@@ -8,5 +8,5 @@ from channels.layers import get_channel_layer
 
 def test_the_redis_read_timeout_outlasts_the_blocking_pop():
     layer = get_channel_layer()
-    pool = layer.create_pool(0)  # type: ignore[attr-defined]
-    assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout  # type: ignore[attr-defined]
+    pool = layer.create_pool(0)
+    assert pool.connection_kwargs["socket_timeout"] > layer.brpop_timeout

@@ -30,18 +30,18 @@ ECHO = {"tool": "echo", "args": {"value": 1}}
 
 
 @pytest.fixture
-def projects():  # type: ignore[no-untyped-def]
+def projects():
     return Project.objects.create(slug="alpha", name="A"), Project.objects.create(
         slug="beta", name="B"
     )
 
 
 @database_sync_to_async
-def _event_ids(run):  # type: ignore[no-untyped-def]
+def _event_ids(run):
     return set(AuditEvent.objects.filter(run_id=run.pk).values_list("id", flat=True))
 
 
-async def _marker_is_next(comm, group: str) -> None:  # type: ignore[no-untyped-def]
+async def _marker_is_next(comm, group: str) -> None:
     await database_sync_to_async(live.flush)()
     sent = marker()
     await get_channel_layer().group_send(group, {"type": "audit.events", "events": [sent]})

@@ -224,7 +224,7 @@ def test_an_open_stream_closes_once_its_access_is_revoked(operator, settings, re
     async_to_sync(scenario)()
 
 
-def _revoke(revoke: str, token: ApiToken, user) -> None:  # type: ignore[no-untyped-def]
+def _revoke(revoke: str, token: ApiToken, user) -> None:
     if revoke == "token deleted":
         token.delete()
     elif revoke == "user deactivated":

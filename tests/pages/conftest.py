@@ -17,7 +17,7 @@ CALCULATE = {"tool": "calculate", "args": {"expression": "6*7"}, "rationale": "n
 
 
 @pytest.fixture
-def make_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def make_run(operator, django_capture_on_commit_callbacks):
     """Create a plan run as the operator and let it advance as far as it can."""
 
     def make(steps: list[dict[str, Any]], goal: str = "send the weekly report") -> Any:
@@ -27,6 +27,6 @@ def make_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-u
 
 
 @pytest.fixture
-def awaiting_run(make_run):  # type: ignore[no-untyped-def]
+def awaiting_run(make_run):
     """A run whose first step succeeded and whose second (send_email) awaits approval."""
     return make_run([CALCULATE, SEND_EMAIL])

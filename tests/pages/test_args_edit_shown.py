@@ -17,13 +17,13 @@ pytestmark = pytest.mark.django_db
 NEW_ADDRESS = "billing-office@example.com"
 
 
-def signed_in(user) -> Client:  # type: ignore[no-untyped-def]
+def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
-def edit(reviewer, approval, comment: str = "right mailbox") -> None:  # type: ignore[no-untyped-def]
+def edit(reviewer, approval, comment: str = "right mailbox") -> None:
     args = {**approval.step.args, "to": [NEW_ADDRESS]}
     approval_decide(
         approval_id=approval.pk,

@@ -21,14 +21,14 @@ MAIL = {"tool": "send_email", "args": {"to": ["ops@example.com"], "subject": "s"
 OTHER = {"tool": "send_email", "args": {"to": ["cfo@example.com"], "subject": "t", "body": "b"}}
 
 
-def signed_in(user) -> Client:  # type: ignore[no-untyped-def]
+def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
 @pytest.fixture
-def requests(make_run):  # type: ignore[no-untyped-def]
+def requests(make_run):
     """Three identical requests (MAIL) and one other (OTHER), oldest first."""
     runs = [make_run([MAIL], goal=f"mail {n}") for n in range(3)] + [make_run([OTHER])]
     return [run.approvals.get() for run in runs]

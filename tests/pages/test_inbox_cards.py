@@ -63,7 +63,7 @@ def card_of(page: str, approval_id: int) -> str:
     return page[start : end if end > 0 else len(page)]
 
 
-def card_context(user, approval_id: int) -> str:  # type: ignore[no-untyped-def]
+def card_context(user, approval_id: int) -> str:
     """The card's context fragment (goal, conversation, earlier results) as ``user`` sees it."""
     client = Client()
     client.force_login(user)

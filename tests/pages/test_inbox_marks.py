@@ -23,7 +23,7 @@ from testsupport.state import assert_unchanged
 pytestmark = pytest.mark.django_db
 
 
-def signed_in(user) -> Client:  # type: ignore[no-untyped-def]
+def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
     return client

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 MAIL = {"tool": "send_email", "args": {"to": ["a@example.com"], "subject": "s", "body": "b"}}
 
 
-def waiting_runs(operator, capture, *, count: int, earlier: int) -> None:  # type: ignore[no-untyped-def]
+def waiting_runs(operator, capture, *, count: int, earlier: int) -> None:
     steps = [{"tool": "echo", "args": {"value": i}} for i in range(earlier)] + [MAIL]
     with capture(execute=True):
         for _ in range(count):

@@ -14,7 +14,7 @@ from testsupport.factories import make_user
 pytestmark = pytest.mark.django_db
 
 
-def _model_permission_reads(client, path: str) -> int:  # type: ignore[no-untyped-def]
+def _model_permission_reads(client, path: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         assert client.get(path).status_code == 200
     return sum('"auth_permission"' in q["sql"] for q in captured.captured_queries)

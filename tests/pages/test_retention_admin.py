@@ -21,13 +21,13 @@ CALCULATE = {"tool": "calculate", "args": {"expression": "1+1"}}
 
 
 @pytest.fixture
-def admin_client(client, seeded):  # type: ignore[no-untyped-def]
+def admin_client(client, seeded):
     client.force_login(make_user("ada", superuser=True))
     return client
 
 
 @pytest.fixture
-def runs_by_age(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def runs_by_age(operator, django_capture_on_commit_callbacks):
     """Two runs finished 50 and 40 days ago (3 and 2 steps), one 5 days ago, and one waiting
     for an approval since 60 days."""
     capture = django_capture_on_commit_callbacks

@@ -15,7 +15,7 @@ FORM = {"name": "old runs", "enabled": "on", "agent": "", "ttl_days": 30, "actio
 
 
 @pytest.fixture
-def admin_client(client):  # type: ignore[no-untyped-def]
+def admin_client(client):
     client.force_login(make_user("ada", superuser=True))
     return client
 

@@ -29,7 +29,7 @@ def _diff_rows(html: str) -> list[tuple[str, str]]:
     return re.findall(r'data-diff-kind="(\w+)" data-diff-path="([^"]*)"', html)
 
 
-def _step_state(client, run, index: int) -> str:  # type: ignore[no-untyped-def]
+def _step_state(client, run, index: int) -> str:
     response = client.get(reverse("run-step-state", args=[run.pk, index]))
     assert response.status_code == 200
     return response.content.decode()
@@ -79,7 +79,7 @@ def test_a_steps_state_is_refused_outside_the_run_and_without_a_checkpoint(
     assert client.get(reverse("run-step-state", args=[run.pk, 0])).status_code in (403, 404)
 
 
-def _queries(client, run) -> int:  # type: ignore[no-untyped-def]
+def _queries(client, run) -> int:
     with CaptureQueriesContext(connection) as queries:
         assert client.get(reverse("run-detail", args=[run.pk])).status_code == 200
     return len(queries)
@@ -93,7 +93,7 @@ def test_the_run_page_makes_as_many_queries_for_ten_steps_as_for_two(client, ope
 
 
 @pytest.fixture
-def forked(operator, make_run, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def forked(operator, make_run, django_capture_on_commit_callbacks):
     source = make_run([CALCULATE, ADD])
     children = []
     for index in (1, 0):

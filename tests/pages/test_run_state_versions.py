@@ -28,7 +28,7 @@ def _diff_rows(html: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def client_run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def client_run(operator, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=Actor.for_user(operator), agent="client", goal="remember")
 

@@ -31,7 +31,7 @@ def signed_in(user: Any) -> Client:
 
 
 @pytest.fixture
-def session(operator) -> AgentSession:  # type: ignore[no-untyped-def]
+def session(operator) -> AgentSession:
     return session_create(
         actor=Actor.for_user(operator),
         project=project_default(),

@@ -115,9 +115,9 @@ def test_the_mcp_gateway_limits_bad_tokens_and_admits_a_valid_one(
     upstream_register(name="limited", command="true")
     guess = _bad()
     refusals = [admit("limited", f"Bearer {guess}", "198.51.100.6") for _ in range(3)]
-    assert [r[0] for r in refusals] == [401, 401, 401]  # type: ignore[index]
+    assert [r[0] for r in refusals] == [401, 401, 401]
     with django_assert_num_queries(1):  # the upstream: the token is not looked at
-        status, _, headers = admit("limited", f"Bearer {guess}", "198.51.100.6")  # type: ignore[misc]
+        status, _, headers = admit("limited", f"Bearer {guess}", "198.51.100.6")
     assert (status, headers) == (429, [(b"retry-after", b"60")])
     valid = admit("limited", f"Bearer {make_token(operator)}", "198.51.100.6")
     assert isinstance(valid, Admitted)

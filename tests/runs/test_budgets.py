@@ -27,7 +27,7 @@ TURN = [{"role": "assistant", "content": "thinking"}]
 
 
 @pytest.fixture
-def drive(operator, reviewer, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def drive(operator, reviewer, django_capture_on_commit_callbacks):
     """Helpers that act as the client app (``op``) and a reviewer, running on-commit work."""
     capture = django_capture_on_commit_callbacks
     op, rev = Actor.for_user(operator, via_api=True), Actor.for_user(reviewer)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 EMAIL = {"to": ["customer@example.com"], "subject": "Hello", "body": "Hi."}
 
 
-def create(operator, steps, capture=None) -> Run:  # type: ignore[no-untyped-def]
+def create(operator, steps, capture=None) -> Run:
     """A plan run; started (on-commit work executed) only when ``capture`` is given."""
     actor = Actor.for_user(operator)
     if capture is None:

@@ -20,14 +20,14 @@ pytestmark = pytest.mark.django_db
 ECHO = {"tool": "echo", "args": {"value": 1}}
 
 
-def created_run(operator, capture, steps):  # type: ignore[no-untyped-def]
+def created_run(operator, capture, steps):
     with capture(execute=False):
         return run_create(
             actor=Actor.for_user(operator), agent="plan", goal="claim next", steps=steps
         )
 
 
-def statuses(run):  # type: ignore[no-untyped-def]
+def statuses(run):
     return [s.status for s in run.steps.order_by("index")]
 
 

@@ -63,7 +63,7 @@ def schema_server() -> Iterator[tuple[str, list[str]]]:
 
 
 @pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
+def api(operator):
     return token_client(operator)
 
 
@@ -73,7 +73,7 @@ def run(operator, django_capture_on_commit_callbacks) -> Run:
         return run_create(actor=Actor.for_user(operator), agent="client", goal="airline desk")
 
 
-def append(api, run: Run, schema: Any, args: Any, tool: str = "lookup"):  # type: ignore[no-untyped-def]
+def append(api, run: Run, schema: Any, args: Any, tool: str = "lookup"):
     return api.post(
         run_url(run.pk, "steps"),
         {"tool": tool, "args": args, "executor": "client", "args_schema": schema},

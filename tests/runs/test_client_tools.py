@@ -26,12 +26,12 @@ CANCEL_SCHEMA = {
 
 
 @pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
+def api(operator):
     return token_client(operator)
 
 
 @pytest.fixture
-def reviewer_api(reviewer):  # type: ignore[no-untyped-def]
+def reviewer_api(reviewer):
     return token_client(reviewer)
 
 
@@ -45,7 +45,7 @@ def step_url(run: Run, step_id: int, action: str = "") -> str:
     return run_url(run.pk, f"steps/{step_id}" + (f"/{action}" if action else ""))
 
 
-def append(api, run: Run, capture, tool: str, args: dict[str, Any], **extra: Any) -> dict:  # type: ignore[no-untyped-def]
+def append(api, run: Run, capture, tool: str, args: dict[str, Any], **extra: Any) -> dict:
     with capture(execute=True):
         response = api.post(
             run_url(run.pk, "steps"),
@@ -56,7 +56,7 @@ def append(api, run: Run, capture, tool: str, args: dict[str, Any], **extra: Any
     return api.get(step_url(run, response.json()["id"])).json()
 
 
-def report(api, run: Run, step_id: int, body: dict[str, Any], capture, **headers: str):  # type: ignore[no-untyped-def]
+def report(api, run: Run, step_id: int, body: dict[str, Any], capture, **headers: str):
     with capture(execute=True):
         return api.post(step_url(run, step_id, "result"), body, format="json", **headers)
 

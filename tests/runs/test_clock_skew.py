@@ -30,7 +30,7 @@ LEASE = timedelta(seconds=15)
 
 
 @pytest.fixture
-def step(operator, settings, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def step(operator, settings, django_capture_on_commit_callbacks):
     """A queued step whose lease lasts 15 s."""
     settings.AGENTOPS_LEASE_MARGIN_SECONDS = 5
     queued = queued_step(operator, django_capture_on_commit_callbacks, "test_count")
@@ -42,7 +42,7 @@ def _lease(step: Step) -> object:
     return Step.objects.values_list("lease_expires_at", flat=True).get(pk=step.pk)
 
 
-def _running_after_sweep(step: Step, capture) -> bool:  # type: ignore[no-untyped-def]
+def _running_after_sweep(step: Step, capture) -> bool:
     with capture(execute=False):
         counts = sweep(actor=Actor.system("sweeper"))
     status = Step.objects.values_list("status", flat=True).get(pk=step.pk)
@@ -56,7 +56,7 @@ def test_a_worker_whose_clock_is_behind_writes_its_lease_from_the_databases_cloc
     with clock_off_by(-SKEW):
         assert claim_step(step.pk, Actor.worker()) is not None
     after = database_now()
-    assert before + LEASE <= _lease(step) <= after + LEASE  # type: ignore[operator]
+    assert before + LEASE <= _lease(step) <= after + LEASE
     # A sweeper with the right clock leaves the live lease alone.
     assert _running_after_sweep(step, django_capture_on_commit_callbacks)
 
@@ -78,7 +78,7 @@ def test_a_heartbeat_from_a_worker_whose_clock_is_behind_extends_from_the_databa
     with clock_off_by(-SKEW):
         assert step_heartbeat(step_id=step.pk, owner=claim.step.lease_owner, extend_seconds=15)
     after = database_now()
-    assert before + LEASE <= _lease(step) <= after + LEASE  # type: ignore[operator]
+    assert before + LEASE <= _lease(step) <= after + LEASE
     assert _running_after_sweep(step, django_capture_on_commit_callbacks)
 
 

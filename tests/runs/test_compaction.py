@@ -44,7 +44,7 @@ def talked(actor, django_capture_on_commit_callbacks) -> Run:
     return run
 
 
-def contents(run_id) -> list[str]:  # type: ignore[no-untyped-def]
+def contents(run_id) -> list[str]:
     return [entry.message["content"] for entry in active_context(run_id=run_id).entries]
 
 
@@ -209,7 +209,7 @@ def test_a_summarizer_hook_from_settings_is_used(talked, actor, settings):
     assert (made.summarizer, made.summarizer_version) == (settings.AGENTOPS_SUMMARIZER, "")
 
 
-def summarize_all_but_the_last(entries):  # type: ignore[no-untyped-def]
+def summarize_all_but_the_last(entries):
     """A summarizer hook (no ``version``): everything but the last entry."""
     return Summary(entries[0].first, entries[-2].last, "everything but the last")
 

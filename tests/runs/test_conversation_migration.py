@@ -34,7 +34,7 @@ def _latest() -> list[tuple[str, str]]:
     return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
-def _migrate(targets: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
+def _migrate(targets: list[tuple[str, str]]):
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(targets)

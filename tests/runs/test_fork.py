@@ -14,7 +14,7 @@ from testsupport.state import assert_unchanged
 pytestmark = pytest.mark.django_db
 
 
-def finished_run(operator, capture):  # type: ignore[no-untyped-def]
+def finished_run(operator, capture):
     with capture(execute=True):
         run = run_create(
             actor=Actor.for_user(operator),

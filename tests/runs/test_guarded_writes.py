@@ -30,7 +30,7 @@ def run(operator, held_messages) -> Run:
     )
 
 
-def _stored(model, pk):  # type: ignore[no-untyped-def]
+def _stored(model, pk):
     return model.objects.filter(pk=pk).values().get()
 
 

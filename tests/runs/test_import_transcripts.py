@@ -36,7 +36,7 @@ def conversation(user_text: str, *, call_id: str = "call_1") -> list[dict]:
     ]
 
 
-def run_command(*args: str, capture) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def run_command(*args: str, capture) -> tuple[str, str]:
     out, err = StringIO(), StringIO()
     with capture(execute=True):
         call_command("import_transcripts", *args, stdout=out, stderr=err)

@@ -24,7 +24,7 @@ from tests.tools import CALLS
 pytestmark = pytest.mark.django_db
 
 
-def queued_step(operator, capture, tool):  # type: ignore[no-untyped-def]
+def queued_step(operator, capture, tool):
     """A run whose only step is queued, its execute message 'lost' (not executed)."""
     with capture(execute=False):
         run = run_create(

@@ -48,7 +48,7 @@ def test_two_workers_on_one_step_run_it_once(seeded, operator, held_messages):
     )
 
 
-def pending_approval(operator):  # type: ignore[no-untyped-def]
+def pending_approval(operator):
     run = run_create(
         actor=Actor.for_user(operator),
         agent="plan",

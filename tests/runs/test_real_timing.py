@@ -85,7 +85,7 @@ def real_worker(
     worker.stop()
 
 
-def _run(operator, steps) -> Run:  # type: ignore[no-untyped-def]
+def _run(operator, steps) -> Run:
     return run_create(actor=Actor.for_user(operator), agent="plan", goal="real", steps=steps)
 
 

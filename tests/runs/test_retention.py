@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 STEPS = [{"tool": "echo", "args": {"value": i}} for i in range(5)]
 
 
-def finished_run(operator, capture, *, days_ago: int, steps=STEPS) -> Run:  # type: ignore[no-untyped-def]
+def finished_run(operator, capture, *, days_ago: int, steps=STEPS) -> Run:
     with capture(execute=True):
         run = run_create(actor=Actor.for_user(operator), agent="plan", goal="old", steps=steps)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(days=days_ago))

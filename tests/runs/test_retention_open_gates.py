@@ -41,7 +41,7 @@ def _rows(run: Run) -> dict[str, object]:
 
 
 @pytest.fixture
-def old_finished(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def old_finished(operator, django_capture_on_commit_callbacks):
     run = plan_run(operator, [CALCULATE, CALCULATE], capture=django_capture_on_commit_callbacks)
     assert run.status == RunStatus.SUCCEEDED
     _age(run)
@@ -49,7 +49,7 @@ def old_finished(operator, django_capture_on_commit_callbacks):  # type: ignore[
 
 
 @pytest.fixture
-def old_pending(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def old_pending(operator, django_capture_on_commit_callbacks):
     """A run waiting for an approval, created and 'finished' 400 days ago."""
     run = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
     _age(run)

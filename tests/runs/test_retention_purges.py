@@ -18,7 +18,7 @@ from testsupport.factories import plan_run
 CALCULATE = {"tool": "calculate", "args": {"expression": "1+1"}}
 
 
-def _old_run(operator, capture, steps: int = 3, days: int = 40) -> Run:  # type: ignore[no-untyped-def]
+def _old_run(operator, capture, steps: int = 3, days: int = 40) -> Run:
     run = plan_run(operator, [CALCULATE] * steps, capture=capture)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(days=days))
     return run
@@ -189,10 +189,10 @@ def test_the_record_shows_the_counts_after_each_transaction(
     seen = []
     original = purges.retention_purge
 
-    def observed(**kwargs):  # type: ignore[no-untyped-def]
+    def observed(**kwargs):
         update = kwargs["on_progress"]
 
-        def observe(report):  # type: ignore[no-untyped-def]
+        def observe(report):
             update(report)
             row = RetentionPurge.objects.values_list("status", "steps", "runs").get(pk=purge.pk)
             seen.append(row)

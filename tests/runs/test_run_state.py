@@ -45,12 +45,12 @@ RFC_7396_EXAMPLES: list[tuple[dict[str, Any], Any, Any]] = [
 
 
 @pytest.fixture
-def actor(operator) -> Actor:  # type: ignore[no-untyped-def]
+def actor(operator) -> Actor:
     return Actor.for_user(operator, via_api=True)
 
 
 @pytest.fixture
-def client_run(actor, django_capture_on_commit_callbacks) -> Run:  # type: ignore[no-untyped-def]
+def client_run(actor, django_capture_on_commit_callbacks) -> Run:
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=actor, agent="client", goal="remember")
 
@@ -105,7 +105,7 @@ def test_an_unknown_operation_or_bad_rationale_is_refused(actor, client_run):
 
 
 @pytest.fixture
-def written_run(actor, client_run, django_capture_on_commit_callbacks) -> Run:  # type: ignore[no-untyped-def]
+def written_run(actor, client_run, django_capture_on_commit_callbacks) -> Run:
     """A client run whose two client steps succeeded; its agent wrote version 1 before them,
     2 for step 0, 3 for step 1."""
     write(actor, client_run, 0, "put", {"goal": "refund"})

@@ -48,7 +48,7 @@ def start_worker(
         worker.stop()
 
 
-def _run(operator, step: dict) -> Run:  # type: ignore[no-untyped-def]
+def _run(operator, step: dict) -> Run:
     return run_create(actor=Actor.for_user(operator), agent="plan", goal="t", steps=[step])
 
 
@@ -65,7 +65,7 @@ def _pid(attempt: StepAttempt) -> int:
     return int(attempt.worker.rsplit(":", 1)[1])
 
 
-def _echo_pid(operator, worker: Worker) -> int:  # type: ignore[no-untyped-def]
+def _echo_pid(operator, worker: Worker) -> int:
     """Run a one-step run on ``worker``; the pool process that ran it, one of its children."""
     run = _ended(_run(operator, {"tool": "echo", "args": {"value": "ok"}}))
     assert run.status == RunStatus.SUCCEEDED

@@ -22,7 +22,7 @@ from runs.retention import retention_purge
 pytestmark = pytest.mark.django_db
 
 
-def a_session(actor: Actor, name: str, capture) -> tuple[AgentSession, Run]:  # type: ignore[no-untyped-def]
+def a_session(actor: Actor, name: str, capture) -> tuple[AgentSession, Run]:
     session = session_create(actor=actor, project=project_default(), external_id=name)
     session_items_add(actor=actor, session_id=session.pk, items=[{"role": "user", "content": "hi"}])
     session_state_write(

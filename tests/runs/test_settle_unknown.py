@@ -19,18 +19,18 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
+def api(operator):
     return token_client(operator)
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks) -> Run:  # type: ignore[no-untyped-def]
+def run(operator, django_capture_on_commit_callbacks) -> Run:
     with django_capture_on_commit_callbacks(execute=True):
         return run_create(actor=Actor.for_user(operator), agent="client", goal="quotes")
 
 
 @pytest.fixture
-def unknown(api, run, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def unknown(api, run, django_capture_on_commit_callbacks):
     """The client step ``get_quote`` of ``run``, whose client cannot tell if it acted."""
     capture = django_capture_on_commit_callbacks
     step = append(api, run, capture, "get_quote", {"amount": 10})
@@ -39,7 +39,7 @@ def unknown(api, run, django_capture_on_commit_callbacks):  # type: ignore[no-un
     return step
 
 
-def settle(api, run, step, body, capture):  # type: ignore[no-untyped-def]
+def settle(api, run, step, body, capture):
     with capture(execute=True):
         return api.post(step_url(run, step["id"], "settle"), body, format="json")
 

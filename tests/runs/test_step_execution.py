@@ -10,7 +10,7 @@ from runs.models import RunStatus, StepStatus, ToolCall
 pytestmark = pytest.mark.django_db
 
 
-def start(operator, capture, *steps):  # type: ignore[no-untyped-def]
+def start(operator, capture, *steps):
     with capture(execute=True):
         run = run_create(
             actor=Actor.for_user(operator),

@@ -15,7 +15,7 @@ from testsupport.factories import run_awaiting_approval
 pytestmark = pytest.mark.django_db
 
 
-def age(model, **filters):  # type: ignore[no-untyped-def]
+def age(model, **filters):
     model.objects.filter(**filters).update(updated_at=timezone.now() - timedelta(hours=1))
 
 

@@ -24,7 +24,7 @@ REFUSAL = "Error: payment amount does not add up, total price is 305, but paid 2
 
 
 @pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
+def api(operator):
     return token_client(operator)
 
 
@@ -38,7 +38,7 @@ def step_url(run: Run, step_id: int, action: str = "") -> str:
     return run_url(run.pk, f"steps/{step_id}" + (f"/{action}" if action else ""))
 
 
-def append(api, run: Run, capture, tool: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def append(api, run: Run, capture, tool: str) -> dict[str, Any]:
     with capture(execute=True):
         response = api.post(
             run_url(run.pk, "steps"),
@@ -51,7 +51,7 @@ def append(api, run: Run, capture, tool: str) -> dict[str, Any]:  # type: ignore
     return body
 
 
-def report(api, run: Run, step_id: int, body: dict[str, Any], capture):  # type: ignore[no-untyped-def]
+def report(api, run: Run, step_id: int, body: dict[str, Any], capture):
     with capture(execute=True):
         return api.post(step_url(run, step_id, "result"), body, format="json")
 

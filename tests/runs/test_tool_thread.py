@@ -15,7 +15,7 @@ def ctx(timeout: int) -> ToolContext:
     )
 
 
-def call(name: str, args: dict, timeout: int = 1):  # type: ignore[no-untyped-def]
+def call(name: str, args: dict, timeout: int = 1):
     tool = get_tool(name)
     assert tool is not None
     return call_tool(tool, args, ctx(timeout))

@@ -35,7 +35,7 @@ TOOLS = [
 ]
 
 
-def start(operator, capture) -> Run:  # type: ignore[no-untyped-def]
+def start(operator, capture) -> Run:
     item = json.loads((DATA_DIR / "trajectories.json").read_text())[CONVERSATION]
     assert (item["task_id"], item["trial"]) == (0, 1)
     with capture(execute=True):
@@ -47,7 +47,7 @@ def start(operator, capture) -> Run:  # type: ignore[no-untyped-def]
         )
 
 
-def approve_next(run: Run, reviewer, capture) -> None:  # type: ignore[no-untyped-def]
+def approve_next(run: Run, reviewer, capture) -> None:
     approval = ApprovalRequest.objects.get(step__run=run, status=ApprovalStatus.PENDING)
     with capture(execute=True):
         approval_decide(approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="approve")

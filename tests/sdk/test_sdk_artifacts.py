@@ -39,7 +39,7 @@ def artifact_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup: None, artifact_dir: Path, tmp_path_factory) -> Iterator[AsgiServer]:  # type: ignore[no-untyped-def]
+def server(django_db_setup: None, artifact_dir: Path, tmp_path_factory) -> Iterator[AsgiServer]:
     """daphne keeping artifacts in ``artifact_dir``, offloading results over ``THRESHOLD``,
     refusing artifacts over 1 MiB."""
     started = AsgiServer(

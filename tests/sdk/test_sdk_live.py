@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def clients(worker, asgi_server, seeded):  # type: ignore[no-untyped-def]
+def clients(worker, asgi_server, seeded):
     """The agent's and the reviewer's clients; polling every 60 s, so a wait that ends in
     time ended over the WebSocket."""
     agent = make_user("sdk-agent", "operator")
@@ -31,7 +31,7 @@ def clients(worker, asgi_server, seeded):  # type: ignore[no-untyped-def]
         client.close()
 
 
-def decide_when_pending(reviewer: Client, decide) -> threading.Thread:  # type: ignore[no-untyped-def]
+def decide_when_pending(reviewer: Client, decide) -> threading.Thread:
     def loop() -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

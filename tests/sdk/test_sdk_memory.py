@@ -31,7 +31,7 @@ PREFS = ("project", "user:42", "preferences")
 
 
 @pytest.fixture
-def client(asgi_server, seeded) -> Iterator[Client]:  # type: ignore[no-untyped-def]
+def client(asgi_server, seeded) -> Iterator[Client]:
     made = Client(asgi_server.url, make_token(make_user("agent", "operator")), websocket=False)
     yield made
     made.close()

@@ -20,7 +20,7 @@ UPDATES = 15
 
 
 @pytest.fixture
-def clients(asgi_server, seeded) -> Iterator[list[Client]]:  # type: ignore[no-untyped-def]
+def clients(asgi_server, seeded) -> Iterator[list[Client]]:
     """Two agents' clients (two users, both operators)."""
     made = [
         Client(asgi_server.url, make_token(make_user(name, "operator")), websocket=False)

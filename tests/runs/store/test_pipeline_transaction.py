@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def run(operator):  # type: ignore[no-untyped-def]
+def run(operator):
     """A run of two steps, which tasks run at once here: its checkpoints are removed and its
     steps made pending again, rows for the tests to write."""
     made = run_create(

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks):  # type: ignore[no-untyped-def]
+def run(operator, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
         return run_create(
             actor=Actor.for_user(operator),
