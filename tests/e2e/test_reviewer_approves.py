@@ -108,6 +108,9 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     assert run.approvals.get().decisions.count() == 1
 
     stale.goto("/")
-    expect(stale.locator(f'[data-run-id="{run.pk}"] [data-run-status]')).to_have_text("succeeded")
+    listed = stale.locator(f'[data-run-id="{run.pk}"] [data-run-status]')
+    # The list says the status's label; its code is the attribute.
+    expect(listed).to_have_attribute("data-run-status", "succeeded")
+    expect(listed).to_have_text("Succeeded")
     stale.screenshot(path=SCREENSHOTS / "e2e-runs.png", full_page=True)
     context.close()

@@ -83,7 +83,7 @@ def test_the_run_page_and_runs_list_show_the_tool_error(client, operator, replay
     assert len(cards) == 6
     refused = cards[3]
     assert 'data-step-index="3"' in refused
-    assert "data-tool-error" in refused
+    assert 'data-step-status="tool_error"' in refused
     assert "data-step-badge>tool error</span>" in refused
     assert 'data-tone="attention"' in refused
     assert "data-step-badge>succeeded</span>" not in refused
