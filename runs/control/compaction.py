@@ -43,6 +43,25 @@ def context_over_threshold(owner: Run | AgentSession) -> bool:
     return threshold > 0 and owner.context_tokens > threshold
 
 
+def compacted_payload(
+    compaction: Compaction, replaced: list[Compaction], trigger: str
+) -> dict[str, Any]:
+    """The payload of the ``compacted`` audit event of ``compaction`` (a run's or a
+    session's): its id, range, tokens before and after and summarizer, the ``trigger``
+    (``request`` or ``threshold``) and the ids of the compactions it ``replaced``."""
+    return {
+        "compaction": compaction.pk,
+        "first": compaction.first,
+        "last": compaction.last,
+        "tokens_before": compaction.tokens_before,
+        "tokens_after": compaction.tokens_after,
+        "summarizer": compaction.summarizer,
+        "summarizer_version": compaction.summarizer_version,
+        "trigger": trigger,
+        "replaced": [made.pk for made in replaced],
+    }
+
+
 def context_after(
     before: int, covered: QuerySet[Message], replaced: list[Compaction], text: str
 ) -> tuple[int, int]:
@@ -147,20 +166,7 @@ def _record_locked(
         actor=actor.name,
     )
     save_run(run)
-    record_event(
-        actor,
-        run,
-        "compacted",
-        compaction=compaction.pk,
-        first=first,
-        last=last,
-        tokens_before=before,
-        tokens_after=run.context_tokens,
-        summarizer=summarizer,
-        summarizer_version=version,
-        trigger=trigger,
-        replaced=[made.pk for made in replaced],
-    )
+    record_event(actor, run, "compacted", **compacted_payload(compaction, replaced, trigger))
     return compaction
 
 

@@ -33,6 +33,7 @@ from runs.control.compaction import (
     MAX_SUMMARY_CHARS,
     check_position,
     check_range,
+    compacted_payload,
     context_after,
     context_over_threshold,
     load_summarizer,
@@ -395,17 +396,6 @@ def _compact(
         )
         save_session(session)
         record_session_event(
-            actor,
-            session,
-            "compacted",
-            compaction=compaction.pk,
-            first=first,
-            last=last,
-            tokens_before=before,
-            tokens_after=session.context_tokens,
-            summarizer=summarizer,
-            summarizer_version=version,
-            trigger=trigger,
-            replaced=[made.pk for made in replaced],
+            actor, session, "compacted", **compacted_payload(compaction, replaced, trigger)
         )
     return compaction
