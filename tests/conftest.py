@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
@@ -50,22 +51,42 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _flush_may_truncate_the_audit_log() -> Iterator[None]:
-    """Let the flush after each transactional test truncate the audit tables too.
+def _flush_by_delete() -> Iterator[None]:
+    """Empty the tables after each transactional test with ``DELETE`` instead of Django's
+    ``TRUNCATE``, in one transaction with triggers and foreign-key checks off.
 
-    Their triggers refuse TRUNCATE unless the transaction sets ``agentops.audit_purge`` as a
-    member of the retention role (audit migration 0005); the test database's role is a
-    superuser, so a member. Only Django's flush sets the flag, in its own transaction: the
-    tests still see every other TRUNCATE, UPDATE and DELETE of audit rows refused.
+    ``TRUNCATE`` gives every table and index a new file: about a third of a second for this
+    schema on a quiet host, paid after each of the suite's transactional tests, where
+    deleting the few rows a test made takes a few milliseconds. ``session_replication_role =
+    replica`` (the test database's role is a superuser) turns off the triggers, the audit
+    tables' refusal of deletes among them, and the foreign-key checks for this transaction
+    only, so the tables may go in any order; the tests still see every change of audit rows
+    refused. Sequences are never reset (no test asks ``reset_sequences``).
     """
-    original = PostgresOperations.execute_sql_flush
+
+    def sql_flush(
+        self: PostgresOperations,
+        style: object,
+        tables: list[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences:
+            raise NotImplementedError("the tests' flush does not reset sequences")
+        if not tables:
+            return []
+        # The names are Django's own tables (introspection), quoted.
+        deletes = [f"DELETE FROM {self.quote_name(table)}" for table in tables]  # noqa: S608
+        return ["SET LOCAL session_replication_role = replica", *deletes]
 
     def execute_sql_flush(self: PostgresOperations, sql_list: list[str]) -> None:
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-            cursor.execute("SET LOCAL agentops.audit_purge = 'on'")
-            original(self, sql_list)
+            for statement in sql_list:
+                cursor.execute(statement)
 
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresOperations, "sql_flush", sql_flush)
         patch.setattr(PostgresOperations, "execute_sql_flush", execute_sql_flush)
         yield
 
@@ -85,24 +106,30 @@ def _fast_retries(settings) -> None:
     settings.AGENTOPS_RETRY_MAX_SECONDS = 0
 
 
+# The cache key prefix of this pytest process and of every child process it starts (daphne,
+# Celery workers), as one deployment shares one cache: what a test announces in it (a risk rule
+# changed, a token revoked) reaches the children, and whichever child keeps a value (the
+# session's shared worker or a test's own), the others find it.
+CHILD_CACHE_PREFIX = f"test-children-{uuid.uuid4().hex}"
+
+
 @pytest.fixture(autouse=True)
-def _own_cache(settings) -> None:
-    """A cache key prefix of this test's own: request and failed-token counts (throttles)
-    start from zero, as the database does."""
-    settings.CACHES = {
-        name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
-        for name, config in settings.CACHES.items()
-    }
-
-
-@pytest.fixture
-def children_cache(settings) -> None:
-    """This test's own process on its child processes' cache (``CHILD_CACHE_PREFIX``): where
-    daphne and the workers read what it announces (rule changes) and keep what they make."""
+def _shared_cache(settings) -> None:
+    """The test's process on its children's cache (``CHILD_CACHE_PREFIX``), emptied first:
+    versions of rules and credentials, request and failed-token counts (throttles) start from
+    nothing, as the database does. Only this prefix's keys go (the broker's share the Redis
+    database)."""
     settings.CACHES = {
         name: {**config, "KEY_PREFIX": CHILD_CACHE_PREFIX}
         for name, config in settings.CACHES.items()
     }
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=f"{CHILD_CACHE_PREFIX}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 @pytest.fixture
@@ -125,12 +152,6 @@ def reviewer(seeded: None):
 @pytest.fixture
 def second_reviewer(seeded: None):
     return make_user("ravi", Role.REVIEWER)
-
-
-# The cache key prefix of every child process (daphne, Celery workers) of this pytest process:
-# whichever of them keeps a value in the cache (the session's shared worker or a test's own),
-# the others find it under this prefix. A test's own process has a prefix per test (_own_cache).
-CHILD_CACHE_PREFIX = f"test-children-{uuid.uuid4().hex}"
 
 
 def _child_env() -> dict[str, str]:

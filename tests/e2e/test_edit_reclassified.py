@@ -26,11 +26,10 @@ def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
     operator,
     reviewer,
     chromium,
-    children_cache,
     django_capture_on_commit_callbacks,
 ):
-    # The rules go to the server's cache (children_cache), so that daphne, which classifies
-    # the edit, reads them again.
+    # The rules' new version reaches daphne's cache (tests.conftest.CHILD_CACHE_PREFIX), so that
+    # daphne, which classifies the edit, reads them again.
     transfer_rules()
     _, step = client_step(
         operator, django_capture_on_commit_callbacks, "transfer_funds", {"amount": 5}

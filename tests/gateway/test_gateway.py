@@ -123,9 +123,7 @@ def test_a_request_without_a_valid_token_or_role_is_refused(asgi_server, bank):
     assert not Run.objects.exists()
 
 
-def test_a_token_revoked_or_a_role_lost_meanwhile_is_refused_at_once(
-    asgi_server, bank, operator, children_cache
-):
+def test_a_token_revoked_or_a_role_lost_meanwhile_is_refused_at_once(asgi_server, bank, operator):
     """The server keeps the tokens it admitted (``gateway.admission``): a change made in another
     process is refused from its next request on."""
     url = f"{asgi_server.url}/mcp/{bank.name}/"
