@@ -220,11 +220,11 @@ class AgentOpsStore(BaseStore):
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()
-        prefix = _merged([c.path for c in conditions if c.match_type == "prefix"], at_end=False)
-        suffix = _merged([c.path for c in conditions if c.match_type == "suffix"], at_end=True)
         unknown = {c.match_type for c in conditions} - {"prefix", "suffix"}
         if unknown:
             raise ValueError(f"unknown namespace match type: {', '.join(sorted(unknown))}")
+        prefix = _merged([c.path for c in conditions if c.match_type == "prefix"], at_end=False)
+        suffix = _merged([c.path for c in conditions if c.match_type == "suffix"], at_end=True)
         if prefix is None or suffix is None:
             return []
         found: list[tuple[str, ...]] = []
