@@ -24,6 +24,7 @@ by a ``get`` of it. No target: issue 34 sets none for the store.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 import uuid
@@ -137,8 +138,8 @@ def measure_stores(agentops: Any, postgres: Any, size: Size) -> dict[str, list[f
     for i in range(size.checkpoints):
         for name, store in stores.items():
             key = f"fact-{i}"
-            put = _timed(lambda store=store, key=key: store.put(namespace, key, value))
-            get = _timed(lambda store=store, key=key: store.get(namespace, key))
+            put = _timed(functools.partial(store.put, namespace, key, value))
+            get = _timed(functools.partial(store.get, namespace, key))
             if i >= size.warmup:
                 times[f"{name}_put"].append(put)
                 times[f"{name}_get"].append(get)
