@@ -14,10 +14,17 @@ each are left out; the figures are medians (p50).
 REST API, authentication, permission check, the session lock, the audit event, the rows);
 ``PostgresSaver`` talks to PostgreSQL directly over one connection (autocommit, as its
 ``from_conn_string`` opens it). Target: each figure at most 2x PostgresSaver's.
+
+The store rows do the same for long-term memory: ``AgentOpsStore`` (a memory item per put:
+row lock, version row, audit event) against ``langgraph-checkpoint-postgres``'s
+``PostgresStore`` on the same database, interleaved: ``checkpoints`` puts of one item per
+store (a value of about 300 characters, each put a new key of one namespace), each followed
+by a ``get`` of it. No target: issue 34 sets none for the store.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 import uuid
@@ -57,6 +64,8 @@ FIGURES = [
         "ms",
         (Target("<=", 2, on="ratio"),),
     ),
+    Figure("store_put_p50", "store put p50 through AgentOpsStore (baseline: PostgresStore)", "ms"),
+    Figure("store_get_p50", "store get p50 through AgentOpsStore (baseline: PostgresStore)", "ms"),
 ]
 
 
@@ -120,10 +129,28 @@ def measure(agentops: Any, postgres: Any, size: Size) -> dict[str, list[float]]:
     return times
 
 
+def measure_stores(agentops: Any, postgres: Any, size: Size) -> dict[str, list[float]]:
+    """Each store call's time (ms) by ``<store>_<call>``, the warm-up left out."""
+    stores = {"agentops": agentops, "postgres": postgres}
+    namespace = ("bench", f"user-{uuid.uuid4()}", "memories")
+    value = {"fact": TURN["content"], "source": "chat", "turns": [TURN["content"][:100]] * 2}
+    times: dict[str, list[float]] = {f"{s}_{c}": [] for s in stores for c in ("put", "get")}
+    for i in range(size.checkpoints):
+        for name, store in stores.items():
+            key = f"fact-{i}"
+            put = _timed(functools.partial(store.put, namespace, key, value))
+            get = _timed(functools.partial(store.get, namespace, key))
+            if i >= size.warmup:
+                times[f"{name}_put"].append(put)
+                times[f"{name}_get"].append(get)
+    return times
+
+
 def run(bench: Bench) -> Iterator[Sample]:
     from agentops_client import Client
-    from agentops_client.langgraph import AgentOpsSaver
+    from agentops_client.langgraph import AgentOpsSaver, AgentOpsStore
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
 
     size = SIZES[bench.size]
     bench.stop_workers()
@@ -132,10 +159,16 @@ def run(bench: Bench) -> Iterator[Sample]:
     with (
         Client(bench.http_url, token, websocket=False) as client,
         PostgresSaver.from_conn_string(bench.database_url) as postgres,
+        PostgresStore.from_conn_string(bench.database_url) as postgres_store,
     ):
         postgres.setup()
+        postgres_store.setup()
         for _ in range(bench.repeat):
             times = measure(AgentOpsSaver(client), postgres, size)
             p50 = {key: statistics.median(values) for key, values in times.items()}
             yield Sample("put_p50", p50["agentops_put"], p50["postgres_put"])
             yield Sample("get_tuple_p50", p50["agentops_get"], p50["postgres_get"])
+            times = measure_stores(AgentOpsStore(client), postgres_store, size)
+            p50 = {key: statistics.median(values) for key, values in times.items()}
+            yield Sample("store_put_p50", p50["agentops_put"], p50["postgres_put"])
+            yield Sample("store_get_p50", p50["agentops_get"], p50["postgres_get"])

@@ -180,8 +180,9 @@ def memory_list_namespaces(
 ) -> list[tuple[str, ...]]:
     """The namespaces of project ``project_id``'s live items, sorted, that start with
     ``prefix`` and end with ``suffix`` (labels; ``*`` matches any one label), cut to their
-    first ``max_depth`` labels (1-20; None: whole) and deduplicated; ``limit`` (1-100) from
-    ``offset``. LangGraph's ``BaseStore.list_namespaces``.
+    first ``max_depth`` labels (1 or more; None: whole, as is any depth past the deepest
+    namespace) and deduplicated; ``limit`` (1-100) from ``offset``. LangGraph's
+    ``BaseStore.list_namespaces``.
 
     Raises:
         InvalidInput: a bad prefix, suffix, depth, limit or offset.
@@ -189,9 +190,9 @@ def memory_list_namespaces(
     start = namespace_labels(prefix, field="prefix", allow_empty=True)
     end = namespace_labels(suffix, field="suffix", allow_empty=True)
     if max_depth is not None and (
-        isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 20
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
     ):
-        raise InvalidInput("max_depth must be a whole number from 1 to 20", field="max_depth")
+        raise InvalidInput("max_depth must be a whole number from 1", field="max_depth")
     limit, offset = _page(limit, offset)
     fixed: list[str] = []
     for label in start:

@@ -188,12 +188,12 @@ class SearchSerializer(ProjectField):
 
 class NamespacesSerializer(ProjectField):
     """``POST /api/v1/memory/namespaces/`` (LangGraph's ``list_namespaces``): ``prefix`` and
-    ``suffix`` (labels; ``*`` matches any one), ``max_depth`` (1-20), ``limit`` (1-100),
+    ``suffix`` (labels; ``*`` matches any one), ``max_depth`` (1 or more), ``limit`` (1-100),
     ``offset``."""
 
     prefix = _labels(required=False, default=list)
     suffix = _labels(required=False, default=list)
-    max_depth = serializers.IntegerField(required=False, min_value=1, max_value=20)
+    max_depth = serializers.IntegerField(required=False, min_value=1)
     limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=MAX_LIMIT)
     offset = serializers.IntegerField(required=False, default=0, min_value=0, max_value=MAX_OFFSET)
 

@@ -175,6 +175,9 @@ def test_list_namespaces_with_prefix_suffix_wildcard_and_depth(operator_api):
 
     assert listed() == [["a", "u1", "prefs"], ["a", "u2", "facts"], ["a", "u2", "prefs"], ["b"]]
     assert listed(prefix=["a"], max_depth=2) == [["a", "u1"], ["a", "u2"]]
+    # A depth past the deepest namespace (LangGraph callers pass any) cuts nothing.
+    assert listed(max_depth=50) == listed()
+    assert operator_api.post(NAMESPACES_URL, {"max_depth": 0}, format="json").status_code == 400
     assert listed(suffix=["prefs"]) == [["a", "u1", "prefs"], ["a", "u2", "prefs"]]
     assert listed(prefix=["a", "*", "facts"]) == [["a", "u2", "facts"]]
     assert listed(limit=1, offset=1) == [["a", "u2", "facts"]]
