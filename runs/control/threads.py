@@ -13,6 +13,7 @@ conversation and state) is left alone, and goes with session retention
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -131,8 +132,9 @@ def checkpoint_put(
     the values it changed (the others are kept from the checkpoints that wrote them);
     ``metadata`` is JSON. Saving a checkpoint id again replaces it (its pending writes
     stay). One audit event, ``session.checkpoint_saved``. Its transaction is pipelined
-    (``runs.store.threads``): the session's lookup, then BEGIN, one round trip for the locks,
-    one for the writes and the event, COMMIT.
+    (``runs.store.threads``): BEGIN, one round trip for the locks, one for the writes and the
+    event, COMMIT; the session's lookup before it only for the first checkpoint this process
+    saves in the thread (``_sessions``).
 
     Raises:
         InvalidInput: a malformed name, ``channel_versions`` or ``metadata``.
@@ -149,38 +151,96 @@ def checkpoint_put(
     for blob in blobs:
         check_name(blob.channel, "blobs.channel")
         check_name(blob.version, "blobs.version")
-    session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
-    with pipelined_atomic():
-        locked = lock_open_session(session.pk, events=1)
-        if locked is None:
-            raise AgentSession.DoesNotExist(f"no session {session.pk}")
-        if not locked.is_open:
-            raise Conflict("the thread's session is closed: it takes no more checkpoints")
-        checkpoint_write(
-            locked,
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint_id,
-            parent_checkpoint_id=parent_checkpoint_id,
-            checkpoint_type=checkpoint.type,
-            checkpoint_data=checkpoint.data,
-            channel_versions=channel_versions,
-            metadata=metadata,
-            blobs=[
-                BlobRow(blob.channel, blob.version, blob.value.type, blob.value.data)
-                for blob in blobs
-            ],
-        )
-        record_session_event(
-            actor,
-            locked,
-            "checkpoint_saved",
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint_id,
-            parent_checkpoint_id=parent_checkpoint_id,
-            step=metadata.get("step"),
-            source=metadata.get("source"),
-            channels=sorted(blob.channel for blob in blobs),
-        )
+    saved = _SavedCheckpoint(
+        actor=actor,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        parent_checkpoint_id=parent_checkpoint_id,
+        checkpoint=checkpoint,
+        channel_versions=channel_versions,
+        metadata=metadata,
+        blobs=blobs,
+    )
+    key = (project_id, thread_id)
+    known = _sessions.get(key)
+    if known is None or not saved.into(known, project_id, thread_id):
+        _sessions.pop(key, None)
+        session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
+        if not saved.into(session.pk, project_id, thread_id):
+            raise AgentSession.DoesNotExist(f"thread {thread_id!r} lost its session")
+        known = session.pk
+    _remember(key, known)
+
+
+# (project id, thread id) -> the id of the thread's session, as this process last saved a
+# checkpoint in it, so that the next checkpoint skips the session's lookup (a round trip and
+# the ORM's query). A session's id never changes; the locked read of the next checkpoint's
+# transaction checks the session is still the thread's, and looks it up again if not.
+_sessions: dict[tuple[int, str], uuid.UUID] = {}
+_REMEMBERED = 10_000
+
+
+def _remember(key: tuple[int, str], session_id: uuid.UUID) -> None:
+    if key not in _sessions and len(_sessions) >= _REMEMBERED:
+        del _sessions[next(iter(_sessions))]
+    _sessions[key] = session_id
+
+
+@dataclass(frozen=True)
+class _SavedCheckpoint:
+    """``checkpoint_put``'s checkpoint, saved by ``into``."""
+
+    actor: Actor
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    checkpoint: Serialized
+    channel_versions: dict[str, str]
+    metadata: dict[str, Any]
+    blobs: Sequence[Blob]
+
+    def into(self, session_id: uuid.UUID, project_id: int, thread_id: str) -> bool:
+        """Save it in session ``session_id`` in one pipelined transaction; False (nothing
+        saved) when that session is no longer thread ``thread_id`` of project ``project_id``.
+
+        Raises:
+            Conflict: the session is closed.
+        """
+        with pipelined_atomic():
+            locked = lock_open_session(session_id, events=1)
+            if locked is None or (locked.project_id, locked.external_id) != (
+                project_id,
+                thread_id,
+            ):
+                return False
+            if not locked.is_open:
+                raise Conflict("the thread's session is closed: it takes no more checkpoints")
+            checkpoint_write(
+                locked,
+                checkpoint_ns=self.checkpoint_ns,
+                checkpoint_id=self.checkpoint_id,
+                parent_checkpoint_id=self.parent_checkpoint_id,
+                checkpoint_type=self.checkpoint.type,
+                checkpoint_data=self.checkpoint.data,
+                channel_versions=self.channel_versions,
+                metadata=self.metadata,
+                blobs=[
+                    BlobRow(blob.channel, blob.version, blob.value.type, blob.value.data)
+                    for blob in self.blobs
+                ],
+            )
+            record_session_event(
+                self.actor,
+                locked,
+                "checkpoint_saved",
+                checkpoint_ns=self.checkpoint_ns,
+                checkpoint_id=self.checkpoint_id,
+                parent_checkpoint_id=self.parent_checkpoint_id,
+                step=self.metadata.get("step"),
+                source=self.metadata.get("source"),
+                channels=sorted(blob.channel for blob in self.blobs),
+            )
+        return True
 
 
 def checkpoint_writes_put(

@@ -1,7 +1,8 @@
 """What a LangGraph thread's ``put`` and ``get_tuple`` cost PostgreSQL (``runs.store.threads``):
-a checkpoint of a known thread is five round trips and one commit (the session's lookup, BEGIN,
-the locks, the writes with the audit event, COMMIT), a page of checkpoints one statement, and
-both keep what they did through the ORM: the values each checkpoint names (those kept from
+a checkpoint of a thread the process saved in before is four round trips and one commit
+(BEGIN, the locks, the writes with the audit event, COMMIT: the session's id is remembered, and
+looked up again when its session is gone), a page of checkpoints one statement, and both keep
+what they did through the ORM: the values each checkpoint names (those kept from
 older checkpoints too), its pending writes in LangGraph's order, the audited chain, another
 project's thread out of sight."""
 
@@ -59,12 +60,12 @@ def put(actor: Actor, project_id: int, checkpoint_id: str, parent: str, **change
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_checkpoint_of_a_known_thread_is_five_round_trips_and_one_commit(actor, project_id):
+def test_a_checkpoint_of_a_known_thread_is_four_round_trips_and_one_commit(actor, project_id):
     put(actor, project_id, "1", "", messages=b"hello", profile=b"gold")
     connection.ensure_connection()
     with round_trips(connection) as trips:
         put(actor, project_id, "2", "1", messages=b"hello again")
-    assert (trips.count, trips.commits) == (5, 1)
+    assert (trips.count, trips.commits) == (4, 1)
     saved = ThreadCheckpoint.objects.get(checkpoint_id="2")
     assert (saved.parent_checkpoint_id, bytes(saved.checkpoint_data)) == ("1", b"2")
     assert saved.channel_versions == {"messages": "2", "profile": "1"}
@@ -78,6 +79,32 @@ def test_a_checkpoint_of_a_known_thread_is_five_round_trips_and_one_commit(actor
     ]
     assert events.last().payload["channels"] == ["messages"]  # type: ignore[union-attr]
     assert chain_verify(session_chain(session.pk)).ok
+
+
+def test_a_thread_whose_session_is_gone_gets_a_new_one(actor, project_id):
+    put(actor, project_id, "1", "", messages=b"hello", profile=b"gold")
+    first = AgentSession.objects.get(external_id=THREAD)
+    AgentSession.objects.filter(pk=first.pk).delete()
+    put(actor, project_id, "2", "1", messages=b"hello again", profile=b"gold")
+    session = AgentSession.objects.get(external_id=THREAD)
+    assert session.pk != first.pk
+    (record,) = thread_checkpoints(project_id=project_id, thread_id=THREAD)
+    assert (record.checkpoint.session_id, record.checkpoint.checkpoint_id) == (session.pk, "2")
+
+
+def test_another_projects_thread_of_the_same_id_is_another_session(actor, project_id):
+    put(actor, project_id, "1", "", messages=b"ours", profile=b"gold")
+    other = Project.objects.create(slug="other", name="Other")
+    stranger = Actor.for_user(make_user("stranger", "operator", project=other), via_api=True)
+    put(stranger, other.pk, "1", "", messages=b"theirs", profile=b"gold")
+    put(actor, project_id, "2", "1", messages=b"ours again")
+    assert AgentSession.objects.filter(external_id=THREAD).count() == 2
+    ours = thread_checkpoints(project_id=project_id, thread_id=THREAD)
+    theirs = thread_checkpoints(project_id=other.pk, thread_id=THREAD)
+    assert [r.checkpoint.checkpoint_id for r in ours] == ["2", "1"]
+    assert [bytes(b.data) for r in theirs for b in r.blobs if b.channel == "messages"] == [
+        b"theirs"
+    ]
 
 
 def test_saving_a_checkpoint_again_replaces_it_and_keeps_the_first_value_of_a_version(
