@@ -77,7 +77,7 @@ def test_a_checkpoint_of_a_known_thread_is_four_round_trips_and_one_commit(actor
         "session.checkpoint_saved",
         "session.checkpoint_saved",
     ]
-    assert events.last().payload["channels"] == ["messages"]  # type: ignore[union-attr]
+    assert events.last().payload["channels"] == ["messages"]
     assert chain_verify(session_chain(session.pk)).ok
 
 
