@@ -139,6 +139,7 @@ def checkpoint_put(
     Raises:
         InvalidInput: a malformed name, ``channel_versions`` or ``metadata``.
         Conflict: the thread's session is closed.
+        AgentSession.DoesNotExist: the session was deleted between its lookup and its lock.
     """
     for field, value in (("thread_id", thread_id), ("checkpoint_id", checkpoint_id)):
         check_name(value, field)
