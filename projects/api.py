@@ -60,6 +60,19 @@ class ProjectActionPermissions(BasePermission):
         return True
 
 
+def project_id_for_create(access: Access, slug: str | None, perm: str) -> int:
+    """The id of ``project_for_create``'s project, without reading the project when the
+    request's token names it (no ``slug``): the token's project exists while the token does.
+
+    Raises:
+        as ``project_for_create``.
+    """
+    token_project = access.token_project_id
+    if not slug and token_project is not None and access.can(perm, token_project):
+        return token_project
+    return int(project_for_create(access, slug, perm).pk)
+
+
 def project_for_create(access: Access, slug: str | None, perm: str) -> Project:
     """The project a new object goes to: ``slug`` if given, else the token's project, else the
     user's only project where ``perm`` is granted.

@@ -1,16 +1,19 @@
 """Reads of LangGraph threads (``runs.models.threads``) for the API that ``AgentOpsSaver``
 calls: a page of a thread's checkpoints, each with the channel values it names and its
-pending writes, in three queries whatever the page size."""
+pending writes, in one statement on PostgreSQL (``runs.store.threads.checkpoint_page``),
+three queries elsewhere, whatever the page size."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from django.db import connection
 from django.db.models import Q
 
-from projects.models import Project
 from runs.models.threads import ThreadBlob, ThreadCheckpoint, ThreadWrite
+from runs.store.threads import checkpoint_page
 
 # The most checkpoints one page holds (``AgentOpsSaver.list`` asks for the next page).
 MAX_PAGE: Final = 100
@@ -30,7 +33,7 @@ class CheckpointRecord:
 
 def thread_checkpoints(
     *,
-    project: Project,
+    project_id: int,
     thread_id: str,
     checkpoint_ns: str | None = None,
     checkpoint_id: str | None = None,
@@ -38,13 +41,28 @@ def thread_checkpoints(
     metadata: dict[str, Any] | None = None,
     limit: int = MAX_PAGE,
 ) -> list[CheckpointRecord]:
-    """The checkpoints of thread ``thread_id`` in ``project``, newest (greatest checkpoint
-    id) first: of namespace ``checkpoint_ns`` (None: every namespace), only
+    """The checkpoints of thread ``thread_id`` in project ``project_id``, newest (greatest
+    checkpoint id) first: of namespace ``checkpoint_ns`` (None: every namespace), only
     ``checkpoint_id`` when given, only those before checkpoint id ``before`` when given,
     only those whose metadata contains ``metadata`` (JSON containment, as PostgreSQL's
     ``@>``), at most ``limit`` (1 to ``MAX_PAGE``). An unknown thread has none."""
+    limit = max(1, min(limit, MAX_PAGE))
+    if connection.vendor == "postgresql":
+        read = checkpoint_page(
+            project_id=project_id,
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            before=before,
+            metadata=metadata,
+            limit=limit,
+        )
+        return [
+            CheckpointRecord(checkpoint=c, blobs=blobs, writes=_in_order(writes))
+            for c, blobs, writes in read
+        ]
     found = ThreadCheckpoint.objects.filter(
-        session__project=project, session__external_id=thread_id
+        session__project_id=project_id, session__external_id=thread_id
     )
     if checkpoint_ns is not None:
         found = found.filter(checkpoint_ns=checkpoint_ns)
@@ -54,7 +72,7 @@ def thread_checkpoints(
         found = found.filter(checkpoint_id__lt=before)
     if metadata:
         found = found.filter(metadata__contains=metadata)
-    page = list(found.order_by("-checkpoint_id", "checkpoint_ns")[: max(1, min(limit, MAX_PAGE))])
+    page = list(found.order_by("-checkpoint_id", "checkpoint_ns")[:limit])
     if not page:
         return []
     named = Q(pk__in=[])
@@ -71,11 +89,7 @@ def thread_checkpoints(
     writes: dict[tuple[str, str], list[ThreadWrite]] = {
         (c.checkpoint_ns, c.checkpoint_id): [] for c in page
     }
-    # Sorted here, not by the database, whose collation may order text otherwise.
-    for write in sorted(
-        ThreadWrite.objects.filter(after, session_id=page[0].session_id),
-        key=lambda w: (w.task_path, w.task_id, w.idx),
-    ):
+    for write in _in_order(ThreadWrite.objects.filter(after, session_id=page[0].session_id)):
         writes[(write.checkpoint_ns, write.checkpoint_id)].append(write)
     return [
         CheckpointRecord(
@@ -89,3 +103,8 @@ def thread_checkpoints(
         )
         for c in page
     ]
+
+
+def _in_order(writes: Iterable[ThreadWrite]) -> list[ThreadWrite]:
+    # Sorted here, not by the database, whose collation may order text otherwise.
+    return sorted(writes, key=lambda w: (w.task_path, w.task_id, w.idx))

@@ -23,8 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, actor_for
-from projects.api import ProjectActionPermissions, access_for, project_for_create
-from projects.models import Project
+from projects.api import ProjectActionPermissions, access_for, project_id_for_create
 from runs.control import threads
 from runs.models import AgentSession
 from runs.thread_selectors import MAX_PAGE, thread_checkpoints
@@ -45,12 +44,13 @@ _CLOSED = OpenApiResponse(ErrorSerializer, description="The thread's session is 
 _SAVE = ("runs.add_run", "runs.drive_run")
 
 
-def _project(request: Request, slug: str | None, perms: Iterable[str]) -> Project:
-    """The project the request acts in, where the user holds every one of ``perms``."""
+def _project(request: Request, slug: str | None, perms: Iterable[str]) -> int:
+    """The id of the project the request acts in, where the user holds every one of
+    ``perms``."""
     first, *rest = perms
     access = access_for(request)
-    project = project_for_create(access, slug, first)
-    missing = [perm for perm in rest if not access.can(perm, project.pk)]
+    project = project_id_for_create(access, slug, first)
+    missing = [perm for perm in rest if not access.can(perm, project)]
     if missing:
         raise exceptions.PermissionDenied(
             f"your role in this project does not allow it (needs {', '.join(missing)})"
@@ -85,7 +85,7 @@ class ThreadViewSet(viewsets.ViewSet):
         fields = dict(query.validated_data)
         project = _project(request, fields.pop("project", None), ["runs.view_run"])
         page = thread_checkpoints(
-            project=project,
+            project_id=project,
             thread_id=fields.pop("thread_id"),
             limit=fields.pop("limit", MAX_PAGE),
             **fields,
@@ -104,7 +104,7 @@ class ThreadViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), _SAVE)
-        threads.checkpoint_put(actor=actor_for(request), project=project, **fields)
+        threads.checkpoint_put(actor=actor_for(request), project_id=project, **fields)
         return Response({"count": 1}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -119,7 +119,9 @@ class ThreadViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), _SAVE)
-        count = threads.checkpoint_writes_put(actor=actor_for(request), project=project, **fields)
+        count = threads.checkpoint_writes_put(
+            actor=actor_for(request), project_id=project, **fields
+        )
         return Response({"count": count}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -135,7 +137,7 @@ class ThreadViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), ["runs.drive_run"])
-        count = threads.thread_delete(actor=actor_for(request), project=project, **fields)
+        count = threads.thread_delete(actor=actor_for(request), project_id=project, **fields)
         return Response({"count": count})
 
     @extend_schema(
@@ -158,7 +160,7 @@ class ThreadViewSet(viewsets.ViewSet):
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), _SAVE)
         try:
-            count = threads.thread_copy(actor=actor_for(request), project=project, **fields)
+            count = threads.thread_copy(actor=actor_for(request), project_id=project, **fields)
         except AgentSession.DoesNotExist as exc:
             raise exceptions.NotFound("no such source thread") from exc
         return Response({"count": count}, status=status.HTTP_201_CREATED)
@@ -179,5 +181,5 @@ class ThreadViewSet(viewsets.ViewSet):
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), ["runs.drive_run"])
-        count = threads.thread_prune(actor=actor_for(request), project=project, **fields)
+        count = threads.thread_prune(actor=actor_for(request), project_id=project, **fields)
         return Response({"count": count})

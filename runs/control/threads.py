@@ -13,6 +13,7 @@ conversation and state) is left alone, and goes with session retention
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,6 +28,8 @@ from projects.models import Project
 from runs.control.sessions import session_create
 from runs.models import AgentSession
 from runs.models.threads import MAX_NAME_CHARS, ThreadBlob, ThreadCheckpoint, ThreadWrite
+from runs.store.threads import BlobRow, checkpoint_write, lock_open_session
+from runs.store.transaction import pipelined_atomic
 from runs.transitions import lock_session, record_session_event
 
 # LangGraph's ``prune`` strategies (``BaseCheckpointSaver.prune``): keep each namespace's
@@ -81,22 +84,25 @@ def check_name(value: Any, field: str, *, blank: bool = False) -> str:
     return value
 
 
-def thread_find(*, project: Project, thread_id: str) -> AgentSession | None:
-    """The session of thread ``thread_id`` in ``project``, or None."""
-    return AgentSession.objects.filter(project=project, external_id=thread_id).first()
+def thread_find(*, project_id: int, thread_id: str) -> AgentSession | None:
+    """The session of thread ``thread_id`` in project ``project_id``, or None."""
+    return AgentSession.objects.filter(project_id=project_id, external_id=thread_id).first()
 
 
-def _thread_open(*, actor: Actor, project: Project, thread_id: str) -> AgentSession:
-    found = thread_find(project=project, thread_id=thread_id)
+def _thread_open(*, actor: Actor, project_id: int, thread_id: str) -> AgentSession:
+    found = thread_find(project_id=project_id, thread_id=thread_id)
     if found is not None:
         return found
     try:
         return session_create(
-            actor=actor, project=project, external_id=thread_id, metadata={"langgraph": True}
+            actor=actor,
+            project=Project.objects.get(pk=project_id),
+            external_id=thread_id,
+            metadata={"langgraph": True},
         )
     except Conflict:
         # Another saver opened it meanwhile: the unique constraint chose one.
-        return AgentSession.objects.get(project=project, external_id=thread_id)
+        return AgentSession.objects.get(project_id=project_id, external_id=thread_id)
 
 
 def _locked_open(session_id: Any) -> AgentSession:
@@ -109,7 +115,7 @@ def _locked_open(session_id: Any) -> AgentSession:
 def checkpoint_put(
     *,
     actor: Actor,
-    project: Project,
+    project_id: int,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
@@ -118,18 +124,22 @@ def checkpoint_put(
     channel_versions: dict[str, str],
     metadata: dict[str, Any],
     blobs: Sequence[Blob],
-) -> ThreadCheckpoint:
-    """Save a LangGraph checkpoint of thread ``thread_id`` (opening its session in
-    ``project`` if it has none; the caller checked the actor may add runs and drive them
+) -> None:
+    """Save a LangGraph checkpoint of thread ``thread_id`` (opening its session in project
+    ``project_id`` if it has none; the caller checked the actor may add runs and drive them
     there). ``checkpoint`` is the serialized checkpoint without its channel values,
     ``channel_versions`` (channel → version) names the values it holds, and ``blobs`` are
     the values it changed (the others are kept from the checkpoints that wrote them);
     ``metadata`` is JSON. Saving a checkpoint id again replaces it (its pending writes
-    stay). One audit event, ``session.checkpoint_saved``.
+    stay). One audit event, ``session.checkpoint_saved``. Its transaction is pipelined
+    (``runs.store.threads``): BEGIN, one round trip for the locks, one for the writes and the
+    event, COMMIT; the session's lookup before it only for the first checkpoint this process
+    saves in the thread (``_sessions``).
 
     Raises:
         InvalidInput: a malformed name, ``channel_versions`` or ``metadata``.
         Conflict: the thread's session is closed.
+        AgentSession.DoesNotExist: the session was deleted between its lookup and its lock.
     """
     for field, value in (("thread_id", thread_id), ("checkpoint_id", checkpoint_id)):
         check_name(value, field)
@@ -142,65 +152,102 @@ def checkpoint_put(
     for blob in blobs:
         check_name(blob.channel, "blobs.channel")
         check_name(blob.version, "blobs.version")
-    session = _thread_open(actor=actor, project=project, thread_id=thread_id)
-    with audited_atomic():
-        session = _locked_open(session.pk)
-        ThreadBlob.objects.bulk_create(
-            [
-                ThreadBlob(
-                    session=session,
-                    checkpoint_ns=checkpoint_ns,
-                    channel=blob.channel,
-                    version=blob.version,
-                    type=blob.value.type,
-                    data=blob.value.data,
-                )
-                for blob in blobs
-            ],
-            # A version is written once: the same version again is the same value.
-            ignore_conflicts=True,
-        )
-        (saved,) = ThreadCheckpoint.objects.bulk_create(
-            [
-                ThreadCheckpoint(
-                    session=session,
-                    checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=checkpoint_id,
-                    parent_checkpoint_id=parent_checkpoint_id,
-                    checkpoint_type=checkpoint.type,
-                    checkpoint_data=checkpoint.data,
-                    channel_versions=channel_versions,
-                    metadata=metadata,
-                )
-            ],
-            update_conflicts=True,
-            unique_fields=["session", "checkpoint_ns", "checkpoint_id"],
-            update_fields=[
-                "parent_checkpoint_id",
-                "checkpoint_type",
-                "checkpoint_data",
-                "channel_versions",
-                "metadata",
-            ],
-        )
-        record_session_event(
-            actor,
-            session,
-            "checkpoint_saved",
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint_id,
-            parent_checkpoint_id=parent_checkpoint_id,
-            step=metadata.get("step"),
-            source=metadata.get("source"),
-            channels=sorted(blob.channel for blob in blobs),
-        )
-    return saved
+    saved = _SavedCheckpoint(
+        actor=actor,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint_id,
+        parent_checkpoint_id=parent_checkpoint_id,
+        checkpoint=checkpoint,
+        channel_versions=channel_versions,
+        metadata=metadata,
+        blobs=blobs,
+    )
+    key = (project_id, thread_id)
+    known = _sessions.get(key)
+    if known is None or not saved.into(known, project_id, thread_id):
+        _sessions.pop(key, None)
+        session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
+        if not saved.into(session.pk, project_id, thread_id):
+            raise AgentSession.DoesNotExist(f"thread {thread_id!r} lost its session")
+        known = session.pk
+    _remember(key, known)
+
+
+# (project id, thread id) -> the id of the thread's session, as this process last saved a
+# checkpoint in it, so that the next checkpoint skips the session's lookup (a round trip and
+# the ORM's query). A session's id never changes; the locked read of the next checkpoint's
+# transaction checks the session is still the thread's, and looks it up again if not.
+_sessions: dict[tuple[int, str], uuid.UUID] = {}
+_REMEMBERED = 10_000
+
+
+def _remember(key: tuple[int, str], session_id: uuid.UUID) -> None:
+    if key not in _sessions and len(_sessions) >= _REMEMBERED:
+        del _sessions[next(iter(_sessions))]
+    _sessions[key] = session_id
+
+
+@dataclass(frozen=True)
+class _SavedCheckpoint:
+    """``checkpoint_put``'s checkpoint, saved by ``into``."""
+
+    actor: Actor
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    checkpoint: Serialized
+    channel_versions: dict[str, str]
+    metadata: dict[str, Any]
+    blobs: Sequence[Blob]
+
+    def into(self, session_id: uuid.UUID, project_id: int, thread_id: str) -> bool:
+        """Save it in session ``session_id`` in one pipelined transaction; False (nothing
+        saved) when that session is no longer thread ``thread_id`` of project ``project_id``.
+
+        Raises:
+            Conflict: the session is closed.
+        """
+        with pipelined_atomic():
+            locked = lock_open_session(session_id, events=1)
+            if locked is None or (locked.project_id, locked.external_id) != (
+                project_id,
+                thread_id,
+            ):
+                return False
+            if not locked.is_open:
+                raise Conflict("the thread's session is closed: it takes no more checkpoints")
+            checkpoint_write(
+                locked,
+                checkpoint_ns=self.checkpoint_ns,
+                checkpoint_id=self.checkpoint_id,
+                parent_checkpoint_id=self.parent_checkpoint_id,
+                checkpoint_type=self.checkpoint.type,
+                checkpoint_data=self.checkpoint.data,
+                channel_versions=self.channel_versions,
+                metadata=self.metadata,
+                blobs=[
+                    BlobRow(blob.channel, blob.version, blob.value.type, blob.value.data)
+                    for blob in self.blobs
+                ],
+            )
+            record_session_event(
+                self.actor,
+                locked,
+                "checkpoint_saved",
+                checkpoint_ns=self.checkpoint_ns,
+                checkpoint_id=self.checkpoint_id,
+                parent_checkpoint_id=self.parent_checkpoint_id,
+                step=self.metadata.get("step"),
+                source=self.metadata.get("source"),
+                channels=sorted(blob.channel for blob in self.blobs),
+            )
+        return True
 
 
 def checkpoint_writes_put(
     *,
     actor: Actor,
-    project: Project,
+    project_id: int,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
@@ -226,7 +273,7 @@ def checkpoint_writes_put(
     for write in writes:
         check_name(write.channel, "writes.channel")
     require_storable(task_path, field="task_path")
-    session = _thread_open(actor=actor, project=project, thread_id=thread_id)
+    session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
     with audited_atomic():
         session = _locked_open(session.pk)
         rows = [
@@ -264,12 +311,12 @@ def checkpoint_writes_put(
     return len(writes)
 
 
-def thread_delete(*, actor: Actor, project: Project, thread_id: str) -> int:
-    """Delete every checkpoint of thread ``thread_id`` in ``project`` (all namespaces), their
-    pending writes and channel values; the session stays. Returns how many checkpoints went
-    (0: no such thread, nothing done, no event). One audit event,
+def thread_delete(*, actor: Actor, project_id: int, thread_id: str) -> int:
+    """Delete every checkpoint of thread ``thread_id`` in project ``project_id`` (all
+    namespaces), their pending writes and channel values; the session stays. Returns how many
+    checkpoints went (0: no such thread, nothing done, no event). One audit event,
     ``session.thread_deleted``."""
-    found = thread_find(project=project, thread_id=thread_id)
+    found = thread_find(project_id=project_id, thread_id=thread_id)
     if found is None:
         return 0
     with audited_atomic():
@@ -286,7 +333,7 @@ def _delete_all(session: AgentSession) -> int:
 
 
 def thread_copy(
-    *, actor: Actor, project: Project, source_thread_id: str, target_thread_id: str
+    *, actor: Actor, project_id: int, source_thread_id: str, target_thread_id: str
 ) -> int:
     """Copy every checkpoint of thread ``source_thread_id`` (all namespaces, with their
     pending writes and channel values) to thread ``target_thread_id`` of the same project,
@@ -296,14 +343,14 @@ def thread_copy(
 
     Raises:
         InvalidInput: a malformed id, or the same thread twice.
-        AgentSession.DoesNotExist: no such source thread in ``project``.
+        AgentSession.DoesNotExist: no such source thread in project ``project_id``.
         Conflict: the target has checkpoints already, or its session is closed.
     """
     check_name(target_thread_id, "target_thread_id")
     if source_thread_id == target_thread_id:
         raise InvalidInput("a thread cannot be copied onto itself", field="target_thread_id")
-    source = AgentSession.objects.get(project=project, external_id=source_thread_id)
-    target = _thread_open(actor=actor, project=project, thread_id=target_thread_id)
+    source = AgentSession.objects.get(project_id=project_id, external_id=source_thread_id)
+    target = _thread_open(actor=actor, project_id=project_id, thread_id=target_thread_id)
     with audited_atomic():
         # Sessions are locked in id order, so two copies between the same threads in
         # opposite directions wait for each other instead of deadlocking.
@@ -367,10 +414,8 @@ def _copy_rows(source: AgentSession, target: AgentSession) -> int:
     return len(copies)
 
 
-def thread_prune(
-    *, actor: Actor, project: Project, thread_ids: Sequence[str], strategy: str
-) -> int:
-    """Prune the checkpoints of ``thread_ids`` in ``project`` (unknown ones are skipped):
+def thread_prune(*, actor: Actor, project_id: int, thread_ids: Sequence[str], strategy: str) -> int:
+    """Prune the checkpoints of ``thread_ids`` in project ``project_id`` (unknown ones are skipped):
     ``keep_latest`` keeps the newest checkpoint of each namespace with its pending writes
     and the channel values it names, ``delete`` deletes them all. Returns how many
     checkpoints went. One audit event per thread pruned, ``session.checkpoints_pruned``.
@@ -384,7 +429,7 @@ def thread_prune(
         raise InvalidInput(
             f"strategy must be one of {', '.join(PRUNE_STRATEGIES)}", field="strategy"
         )
-    sessions = AgentSession.objects.filter(project=project, external_id__in=list(thread_ids))
+    sessions = AgentSession.objects.filter(project_id=project_id, external_id__in=list(thread_ids))
     deleted = 0
     with audited_atomic():
         for session in sessions.order_by("pk"):
