@@ -22,9 +22,7 @@ def test_a_rule_created_by_the_test_reaches_a_server_that_held_the_rules(asgi_se
         assert client.append_step(first.id, "get_order", {"id": 1}).status == "ready"
         RiskRule.objects.create(pattern="get_order", risk="high", priority=1)
         second = client.create_run("the same lookup")
-        assert client.append_step(second.id, "get_order", {"id": 1}).status == (
-            "awaiting_approval"
-        )
+        assert client.append_step(second.id, "get_order", {"id": 1}).status == ("awaiting_approval")
     finally:
         client.close()
 
