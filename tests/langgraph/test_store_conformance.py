@@ -40,8 +40,6 @@ from langgraph.store.memory import InMemoryStore
 from tests.langgraph.store_calls import Calls
 from testsupport.factories import make_token, make_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 # The example of ``BaseStore.list_namespaces``'s docstring.
 DOC_NAMESPACES = [
     ("a", "b", "c"),
@@ -52,7 +50,13 @@ DOC_NAMESPACES = [
 ]
 
 
-@pytest.fixture(params=["InMemoryStore", "AgentOpsStore"])
+# Only AgentOpsStore's cases use the database (and empty it after them).
+@pytest.fixture(
+    params=[
+        "InMemoryStore",
+        pytest.param("AgentOpsStore", marks=pytest.mark.django_db(transaction=True)),
+    ]
+)
 def store(request: pytest.FixtureRequest) -> Iterator[BaseStore]:
     if request.param == "InMemoryStore":
         yield InMemoryStore()
