@@ -8,6 +8,7 @@ it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -216,3 +217,27 @@ def test_an_async_run_handle_governs_ainvoke_and_refuses_a_sync_invoke(clients, 
     assert [(s.tool, s.status, s.args) for s in steps] == [
         ("issue_refund", StepStatus.SUCCEEDED, {"amount": 30})
     ]
+
+
+def test_unedited_arguments_reach_the_tool_in_the_models_key_order(clients):
+    agent, reviewer = clients
+    run = agent.start_run("book a seat")
+
+    @tool
+    def book_seat(passenger: dict[str, str]) -> str:
+        """Book a seat for ``passenger``; the booking echoes the passenger as given."""
+        return json.dumps(passenger)
+
+    # PostgreSQL's jsonb keeps keys shortest first: dob, last_name, first_name.
+    passenger = {"first_name": "Mia", "last_name": "Li", "dob": "1990-04-05"}
+    model = GenericFakeChatModel(
+        messages=iter([asks(("book_seat", {"passenger": passenger})), AIMessage(content="ok")])
+    )
+    graph = agent_graph(model, governed_tool_node([book_seat], run), AgentOpsSaver(agent))
+    decide_in_turn(reviewer, [lambda a: reviewer.approve(a.id, "ok")])
+    final = graph.invoke(
+        {"messages": [("user", "Book me")]}, {"configurable": {"thread_id": "seat-1"}}
+    )
+    [message] = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+    assert message.content == json.dumps(passenger)
+    assert list(Run.objects.get(pk=run.run_id).steps.get().args["passenger"]) != list(passenger)

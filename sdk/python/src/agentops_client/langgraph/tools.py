@@ -58,6 +58,11 @@ def _schema(tool: BaseTool | None) -> dict[str, Any] | None:
 
 
 def _edited(request: ToolCallRequest, args: dict[str, Any]) -> ToolCallRequest:
+    """The request with the final arguments. Unedited ones go to the tool as the model wrote
+    them: agentops stores them as JSON values, which need not keep the order of their keys
+    (a tool that echoes them, as a booking's passengers, would answer differently)."""
+    if args == request.tool_call["args"]:
+        return request
     return request.override(tool_call={**request.tool_call, "args": args})
 
 
