@@ -48,6 +48,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import SecretStr
 
 from examples.airline import model_server, tools
 from examples.airline.replay import (
@@ -145,7 +146,7 @@ def chat_model(
     model = ChatOpenAI(
         model=model_server.model_name(task_id, trial),
         base_url=f"{model_url}/v1",
-        api_key="replay",  # type: ignore[arg-type]
+        api_key=SecretStr("replay"),
         max_retries=5,
         # The replay server answers whole messages only.
         disable_streaming=True,
