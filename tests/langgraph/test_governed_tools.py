@@ -160,13 +160,16 @@ def test_a_graph_resumed_after_a_crash_mid_node_does_not_repeat_the_call(clients
     )
     graph = agent_graph(model, tools_then_crash, AgentOpsSaver(agent))
     decide_in_turn(reviewer, [lambda a: reviewer.approve(a.id, "ok")])
-    config = {"configurable": {"thread_id": "refund-2"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "refund-2"}}
     with pytest.raises(Crash):
-        graph.invoke({"messages": [("user", "Refund $50")]}, config)
+        graph.invoke(
+            {"messages": [("user", "Refund $50")]},
+            {**config, "callbacks": [AgentOpsCallbackHandler(run)]},
+        )
     assert refunds == [50]
     # Resumed from its last checkpoint (before the tool node) by a new process's objects.
     resumed = agent_graph(model, tools_then_crash, AgentOpsSaver(agent))
-    final = resumed.invoke(None, config)
+    final = resumed.invoke(None, {**config, "callbacks": [AgentOpsCallbackHandler(run)]})
     assert final["messages"][-1].content == "Done."
     assert refunds == [50]
     assert [m.content for m in final["messages"] if isinstance(m, ToolMessage)] == [
@@ -174,6 +177,14 @@ def test_a_graph_resumed_after_a_crash_mid_node_does_not_repeat_the_call(clients
     ]
     assert ToolCall.objects.filter(run_id=run.run_id).count() == 1
     assert Run.objects.get(pk=run.run_id).steps.count() == 1
+    # The new handler recorded only what was new: the tool's result and the last answer.
+    conversation = Run.objects.get(pk=run.run_id).messages.order_by("position")
+    assert [(m.role, m.content) for m in conversation] == [
+        ("user", "Refund $50"),
+        ("assistant", ""),
+        ("tool", '{"refunded": 50}'),
+        ("assistant", "Done."),
+    ]
 
 
 def test_an_async_run_handle_governs_ainvoke_and_refuses_a_sync_invoke(clients, asgi_server):
