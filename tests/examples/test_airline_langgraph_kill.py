@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 # Task 10/0 makes one write, a booking (reservation HATHAT), with 8 reads around it.
 TASK, TRIAL = 10, 0
 CALLS = 9
+USER_TURNS = 10
 
 
 def approve_all(reviewer: Client, run_id: str, stop: threading.Event) -> None:
@@ -111,6 +112,15 @@ def test_a_graph_killed_mid_write_resumes_and_books_once(
 
     run = Run.objects.get(metadata__session=session)
     assert run.status == "succeeded"
+    # The model turns were recorded once, across the two processes: the run's conversation
+    # holds each message of the thread once (the resumed graph's first turn adds only the
+    # booking's result and what the model answered to it).
+    assert run.messages.filter(role="user").count() == USER_TURNS
+    calls = [c["function"]["name"] for m in run.messages.all() for c in m.tool_calls or []]
+    assert calls == [
+        "get_reservation_details", "list_all_airports", *["search_direct_flight"] * 5,
+        "get_user_details", "book_reservation",
+    ]  # fmt: skip
     assert [s.tool for s in run.steps.filter(tool="book_reservation")] == ["book_reservation"]
     # One ledger entry and one effect in the airline data, under the same key.
     [call] = ToolCall.objects.filter(run=run, tool="book_reservation")
