@@ -39,6 +39,7 @@ from examples.airline.replay import (
     print_report,
     recorded_calls,
     same_output,
+    user_turns,
 )
 
 # Seconds an MCP call may take, approval waits included.
@@ -96,11 +97,8 @@ async def replay_one(
             mcp_servers=[server],
         )
         history: list[Any] = []
-        for i, message in enumerate(traj):
-            answered = any(m["role"] == "assistant" for m in traj[i + 1 : i + 2])
-            if message["role"] != "user" or not answered:
-                continue
-            history.append({"role": "user", "content": message["content"]})
+        for text in user_turns(traj):
+            history.append({"role": "user", "content": text})
             result = await Runner.run(
                 agent, history, hooks=outputs, max_turns=60, run_config=RUN_CONFIG
             )

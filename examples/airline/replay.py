@@ -126,6 +126,16 @@ def recorded_calls(traj: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
     return found
 
 
+def user_turns(traj: list[dict[str, Any]]) -> list[str]:
+    """The user messages of a recorded conversation that the agent answered, in order (the
+    user's last message, ``###STOP###``, gets no answer and is left out)."""
+    return [
+        message["content"]
+        for i, message in enumerate(traj)
+        if message["role"] == "user" and any(m["role"] == "assistant" for m in traj[i + 1 : i + 2])
+    ]
+
+
 def same_output(tool: str, got: Any, recorded: str) -> bool:
     """Whether a tool's output equals the recorded one; ``get_user_details`` is compared
     without ``address`` (the recordings predate the data files' addresses)."""
@@ -233,11 +243,8 @@ async def replay_one(
         governed = govern(agent, handle, error_when=tools.is_error)
         hooks = ProgressHooks(handle, label)
         history: list[Any] = []
-        for i, message in enumerate(traj):
-            answered = any(m["role"] == "assistant" for m in traj[i + 1 : i + 2])
-            if message["role"] != "user" or not answered:
-                continue
-            history.append({"role": "user", "content": message["content"]})
+        for text in user_turns(traj):
+            history.append({"role": "user", "content": text})
             result = await Runner.run(
                 governed, history, hooks=hooks, max_turns=60, run_config=RUN_CONFIG
             )

@@ -8,6 +8,7 @@ it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -159,13 +160,16 @@ def test_a_graph_resumed_after_a_crash_mid_node_does_not_repeat_the_call(clients
     )
     graph = agent_graph(model, tools_then_crash, AgentOpsSaver(agent))
     decide_in_turn(reviewer, [lambda a: reviewer.approve(a.id, "ok")])
-    config = {"configurable": {"thread_id": "refund-2"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "refund-2"}}
     with pytest.raises(Crash):
-        graph.invoke({"messages": [("user", "Refund $50")]}, config)
+        graph.invoke(
+            {"messages": [("user", "Refund $50")]},
+            {**config, "callbacks": [AgentOpsCallbackHandler(run)]},
+        )
     assert refunds == [50]
     # Resumed from its last checkpoint (before the tool node) by a new process's objects.
     resumed = agent_graph(model, tools_then_crash, AgentOpsSaver(agent))
-    final = resumed.invoke(None, config)
+    final = resumed.invoke(None, {**config, "callbacks": [AgentOpsCallbackHandler(run)]})
     assert final["messages"][-1].content == "Done."
     assert refunds == [50]
     assert [m.content for m in final["messages"] if isinstance(m, ToolMessage)] == [
@@ -173,6 +177,14 @@ def test_a_graph_resumed_after_a_crash_mid_node_does_not_repeat_the_call(clients
     ]
     assert ToolCall.objects.filter(run_id=run.run_id).count() == 1
     assert Run.objects.get(pk=run.run_id).steps.count() == 1
+    # The new handler recorded only what was new: the tool's result and the last answer.
+    conversation = Run.objects.get(pk=run.run_id).messages.order_by("position")
+    assert [(m.role, m.content) for m in conversation] == [
+        ("user", "Refund $50"),
+        ("assistant", ""),
+        ("tool", '{"refunded": 50}'),
+        ("assistant", "Done."),
+    ]
 
 
 def test_an_async_run_handle_governs_ainvoke_and_refuses_a_sync_invoke(clients, asgi_server):
@@ -216,3 +228,27 @@ def test_an_async_run_handle_governs_ainvoke_and_refuses_a_sync_invoke(clients, 
     assert [(s.tool, s.status, s.args) for s in steps] == [
         ("issue_refund", StepStatus.SUCCEEDED, {"amount": 30})
     ]
+
+
+def test_unedited_arguments_reach_the_tool_in_the_models_key_order(clients):
+    agent, reviewer = clients
+    run = agent.start_run("book a seat")
+
+    @tool
+    def book_seat(passenger: dict[str, str]) -> str:
+        """Book a seat for ``passenger``; the booking echoes the passenger as given."""
+        return json.dumps(passenger)
+
+    # PostgreSQL's jsonb keeps keys shortest first: dob, last_name, first_name.
+    passenger = {"first_name": "Mia", "last_name": "Li", "dob": "1990-04-05"}
+    model = GenericFakeChatModel(
+        messages=iter([asks(("book_seat", {"passenger": passenger})), AIMessage(content="ok")])
+    )
+    graph = agent_graph(model, governed_tool_node([book_seat], run), AgentOpsSaver(agent))
+    decide_in_turn(reviewer, [lambda a: reviewer.approve(a.id, "ok")])
+    final = graph.invoke(
+        {"messages": [("user", "Book me")]}, {"configurable": {"thread_id": "seat-1"}}
+    )
+    [message] = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+    assert message.content == json.dumps(passenger)
+    assert list(Run.objects.get(pk=run.run_id).steps.get().args["passenger"]) != list(passenger)

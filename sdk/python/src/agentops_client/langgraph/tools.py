@@ -58,6 +58,11 @@ def _schema(tool: BaseTool | None) -> dict[str, Any] | None:
 
 
 def _edited(request: ToolCallRequest, args: dict[str, Any]) -> ToolCallRequest:
+    """The request with the final arguments. Unedited ones go to the tool as the model wrote
+    them: agentops stores them as JSON values, which need not keep the order of their keys
+    (a tool that echoes them, as a booking's passengers, would answer differently)."""
+    if args == request.tool_call["args"]:
+        return request
     return request.override(tool_call={**request.tool_call, "args": args})
 
 
@@ -141,11 +146,16 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
     (``model``, ``input_tokens``, ``output_tokens`` in tokens, as the model reported them in
     ``usage_metadata``; ``latency_ms`` in ms from the model's start to its end). Pass it in
     the graph's config: ``{"callbacks": [AgentOpsCallbackHandler(run)]}``.
+
+    A handler new to a run that holds turns already (a new process resuming the graph from
+    its last checkpoint, a handler per invocation) reads how many messages the run holds
+    and takes them as the start of what the model is sent, so it records only what is new.
     """
 
     def __init__(self, run: RunHandle | AsyncRunHandle) -> None:
         self.run = run
-        self._seen = 0
+        # How many of the messages the model is sent are recorded already (None: not read).
+        self._seen: int | None = None
         self._started: dict[UUID, tuple[float, list[BaseMessage], str]] = {}
 
     async def on_chat_model_start(
@@ -157,6 +167,8 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
         **kwargs: Any,
     ) -> None:
         sent = messages[0] if messages else []
+        if self._seen is None:
+            self._seen = min(await self._recorded(), len(sent))
         params = kwargs.get("invocation_params") or {}
         model = str(params.get("model") or params.get("model_name") or params.get("_type") or "")
         self._started[run_id] = (time.monotonic(), list(sent[self._seen :]), model)
@@ -170,7 +182,7 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
             for generation in response.generations[0]
             if hasattr(generation, "message")
         ]
-        self._seen += len(answers)
+        self._seen = (self._seen or 0) + len(answers)
         usage_of = getattr(answers[0], "usage_metadata", None) if answers else None
         usage = {
             "model": model or "unknown",
@@ -181,6 +193,13 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
         messages = json.loads(json.dumps(convert_to_openai_messages([*new, *answers]), default=str))
         if messages:
             await self._record(messages, usage, str(run_id))
+
+    async def _recorded(self) -> int:
+        """How many messages the run holds."""
+        if isinstance(self.run, RunHandle):
+            page = self.run.client.submit(self.run.aio.client.messages(self.run.run_id, last=1))
+            return int((await asyncio.wrap_future(page))["message_count"])
+        return int((await self.run.client.messages(self.run.run_id, last=1))["message_count"])
 
     async def _record(
         self, messages: list[dict[str, Any]], usage: dict[str, Any], turn: str
