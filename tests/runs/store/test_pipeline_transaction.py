@@ -15,7 +15,7 @@ from agentops.actors import Actor
 from runs import wakeups
 from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
-from runs.store import inserts, pipeline, rows
+from runs.store import inserts, pipeline, rows, writes
 from runs.store.transaction import pipelined_atomic
 from tests.agentops.costs import client_call, recorded_run
 from testsupport.roundtrips import round_trips
@@ -106,7 +106,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
         with pipelined_atomic():
             inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
             for pk in (first.pk, second.pk):
-                rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+                writes.update(loaded[pk], guard={"status": StepStatus.PENDING})
 
     with pytest.raises(ConcurrentTransition):
         write_both()
@@ -117,7 +117,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
     assert connection_is_idle()
     # The connection goes on as before: the next transaction commits.
     with pipelined_atomic():
-        rows.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
+        writes.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=first.pk).status == StepStatus.QUEUED
 
 
