@@ -13,10 +13,10 @@ import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
 from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
-from runs.executor.claim import Claim, claim_step, step_heartbeat
+from runs.executor.claim import Claim, claim_step
 from runs.executor.entry import run_advance
 from runs.executor.ledger import ledger_settle
-from runs.executor.record import outcome_of, record_outcome
+from runs.executor.record import outcome_of, record_outcome, step_heartbeat
 from runs.models import AttemptStatus, CallStatus, RunStatus, Step, StepStatus, ToolCall
 from runs.recovery import sweep
 from tests.tools import CALLS
