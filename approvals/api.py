@@ -31,7 +31,7 @@ from approvals.serializers import (
     SnoozeSerializer,
 )
 from projects.api import ProjectActionPermissions, access_for
-from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent, idempotent_action
 
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No approval request with this id.")
 _DECIDE_RESPONSES = {
@@ -131,38 +131,29 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         )
         return self._approval_response(pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Approve: the step runs once enough reviewers approved.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=DecideSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def approve(self, request: Request, pk: int) -> Response:
         """Record an approval (``services.approval_decide``)."""
         return self._decide(request, pk, Decision.APPROVE)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Reject: the step is rejected with the comment as its reason.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=DecideSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def reject(self, request: Request, pk: int) -> Response:
         """Record a rejection (``services.approval_decide``)."""
         return self._decide(request, pk, Decision.REJECT)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Respond: send an answer back to the agent instead of running the call.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=RespondSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def respond(self, request: Request, pk: int) -> Response:
         """Record a response (``services.approval_decide`` with ``respond``): the step ends
         with the answer as its outcome, which a client run's agent reads."""
