@@ -19,6 +19,7 @@ from runs.models import Message, RetentionPolicy, Run
 from runs.models.conversation import estimate_tokens
 from runs.retention import retention_purge
 from runs.selectors import messages_before, run_conversation
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -29,9 +30,14 @@ def actor(operator) -> Actor:
 
 
 @pytest.fixture
-def client_run(actor, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=actor, agent="client", goal="talk")
+def client_run(operator, django_capture_on_commit_callbacks) -> Run:
+    return make_run(
+        operator,
+        agent="client",
+        goal="talk",
+        capture=django_capture_on_commit_callbacks,
+        via_api=True,
+    )
 
 
 def said(text: str) -> dict:

@@ -20,6 +20,7 @@ from runs.executor.client import step_report
 from runs.models import Executor, RetentionPolicy, Run, StateVersion
 from runs.retention import retention_purge
 from runs.selectors import agent_state_get
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -50,9 +51,14 @@ def actor(operator) -> Actor:
 
 
 @pytest.fixture
-def client_run(actor, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=actor, agent="client", goal="remember")
+def client_run(operator, django_capture_on_commit_callbacks) -> Run:
+    return make_run(
+        operator,
+        agent="client",
+        goal="remember",
+        capture=django_capture_on_commit_callbacks,
+        via_api=True,
+    )
 
 
 def write(actor: Actor, run: Run, base: int, operation: Any, document: Any, **options: Any) -> Any:
