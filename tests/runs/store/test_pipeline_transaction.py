@@ -18,6 +18,7 @@ from runs.models import Checkpoint, Run, Step, StepStatus
 from runs.store import inserts, pipeline, rows, writes
 from runs.store.transaction import pipelined_atomic
 from tests.agentops.costs import client_call, recorded_run
+from testsupport.factories import make_run
 from testsupport.roundtrips import round_trips
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,11 +28,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def run(operator):
     """A run of two steps, which tasks run at once here: its checkpoints are removed and its
     steps made pending again, rows for the tests to write."""
-    made = run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="own transaction",
-        steps=[{"tool": "echo", "args": {"value": 1}}] * 2,
+    made = make_run(
+        operator, goal="own transaction", steps=[{"tool": "echo", "args": {"value": 1}}] * 2
     )
     Checkpoint.objects.filter(run=made).delete()
     Step.objects.filter(run=made).update(status=StepStatus.PENDING)

@@ -11,23 +11,21 @@ from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
 from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
 from runs.store import inserts, rows, writes
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        return run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="rows",
-            steps=[{"tool": "echo", "args": {"value": {"nested": [1, "two"]}}}] * 2,
-        )
+def run(operator):
+    return make_run(
+        operator,
+        goal="rows",
+        steps=[{"tool": "echo", "args": {"value": {"nested": [1, "two"]}}}] * 2,
+    )
 
 
 def test_a_selected_row_equals_the_orm_instance(run):

@@ -14,20 +14,15 @@ from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
 from runs.store import inserts, pipeline, rows, writes
 from tests.agentops.costs import client_call, recorded_run
+from testsupport.factories import make_run
 from testsupport.roundtrips import count_round_trips, round_trips
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        return run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="batch",
-            steps=[{"tool": "echo", "args": {"value": 1}}] * 3,
-        )
+def run(operator):
+    return make_run(operator, goal="batch", steps=[{"tool": "echo", "args": {"value": 1}}] * 3)
 
 
 def test_the_round_trip_count_follows_the_trace_not_the_messages():
