@@ -19,7 +19,6 @@ from runs.models import Message, RetentionPolicy, Run
 from runs.models.conversation import estimate_tokens
 from runs.retention import retention_purge
 from runs.selectors import messages_before, run_conversation
-from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -27,17 +26,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def actor(operator) -> Actor:
     return Actor.for_user(operator, via_api=True)
-
-
-@pytest.fixture
-def client_run(operator, django_capture_on_commit_callbacks) -> Run:
-    return make_run(
-        operator,
-        agent="client",
-        goal="talk",
-        capture=django_capture_on_commit_callbacks,
-        via_api=True,
-    )
 
 
 def said(text: str) -> dict:

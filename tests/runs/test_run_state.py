@@ -20,7 +20,6 @@ from runs.executor.client import step_report
 from runs.models import Executor, RetentionPolicy, Run, StateVersion
 from runs.retention import retention_purge
 from runs.selectors import agent_state_get
-from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -48,17 +47,6 @@ RFC_7396_EXAMPLES: list[tuple[dict[str, Any], Any, Any]] = [
 @pytest.fixture
 def actor(operator) -> Actor:
     return Actor.for_user(operator, via_api=True)
-
-
-@pytest.fixture
-def client_run(operator, django_capture_on_commit_callbacks) -> Run:
-    return make_run(
-        operator,
-        agent="client",
-        goal="remember",
-        capture=django_capture_on_commit_callbacks,
-        via_api=True,
-    )
 
 
 def write(actor: Actor, run: Run, base: int, operation: Any, document: Any, **options: Any) -> Any:

@@ -4,7 +4,8 @@ context, compaction, and erasing a subject's sessions. ``AsyncSessionMethods`` i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import quote
 
 from agentops_client.models import Session
@@ -13,12 +14,8 @@ from agentops_client.models import Session
 class AsyncSessionMethods:
     """The session methods of ``AsyncClient``."""
 
-    if TYPE_CHECKING:
-        # ``AsyncClient``'s request method, which these methods send through.
-
-        async def _request(
-            self, method: str, path: str, body: Any = None, key: str | None = None, **params: Any
-        ) -> Any: ...
+    # ``AsyncClient``'s request method, which these methods send through: its parsed JSON.
+    _request: Callable[..., Awaitable[Any]]
 
     async def create_session(
         self,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -19,21 +19,9 @@ from agentops_client.models import AgentState
 class AsyncStateMethods:
     """The agent-state methods of ``AsyncClient``, for runs and sessions."""
 
-    if TYPE_CHECKING:
-        # ``AsyncClient``'s request method, which these methods send through.
-
-        async def _exchange(
-            self,
-            method: str,
-            path: str,
-            body: Any = None,
-            key: str | None = None,
-            *,
-            params: dict[str, Any] | None = None,
-            headers: dict[str, str] | None = None,
-            media: str | None = None,
-            attempts: int | None = None,
-        ) -> tuple[Any, httpx.Headers]: ...
+    # ``AsyncClient``'s request method, which these methods send through: (its parsed JSON,
+    # its headers).
+    _exchange: Callable[..., Awaitable[tuple[Any, httpx.Headers]]]
 
     async def get_state(self, run_id: str, version: int | None = None) -> AgentState:
         """Version ``version`` of the run's agent state (default: the current one), with the
