@@ -6,17 +6,19 @@ Thin views: parse, call one service or selector, render; domain errors become st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, OldestFirstPagination, StrictFilterSet, actor_for
 from approvals import marks, selectors, services
-from approvals.models import ApprovalRequest, ApprovalStatus, Decision
+from approvals.models import ApprovalMark, ApprovalRequest, ApprovalStatus, Decision
 from approvals.serializers import (
     ApprovalSerializer,
     AssignSerializer,
@@ -29,7 +31,7 @@ from approvals.serializers import (
     SnoozeSerializer,
 )
 from projects.api import ProjectActionPermissions, access_for
-from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent, idempotent_action
 
 _NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No approval request with this id.")
 _DECIDE_RESPONSES = {
@@ -129,38 +131,29 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         )
         return self._approval_response(pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Approve: the step runs once enough reviewers approved.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=DecideSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def approve(self, request: Request, pk: int) -> Response:
         """Record an approval (``services.approval_decide``)."""
         return self._decide(request, pk, Decision.APPROVE)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Reject: the step is rejected with the comment as its reason.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=DecideSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def reject(self, request: Request, pk: int) -> Response:
         """Record a rejection (``services.approval_decide``)."""
         return self._decide(request, pk, Decision.REJECT)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Respond: send an answer back to the agent instead of running the call.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=RespondSerializer,
         responses=_DECIDE_RESPONSES,
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def respond(self, request: Request, pk: int) -> Response:
         """Record a response (``services.approval_decide`` with ``respond``): the step ends
         with the answer as its outcome, which a client run's agent reads."""
@@ -212,6 +205,23 @@ class ApprovalViewSet(viewsets.GenericViewSet):
         result = services.BulkOutcome(outcome.decided, {**hidden, **outcome.refused})
         return Response(BulkOutcomeSerializer(result).data)
 
+    def _mark(
+        self,
+        request: Request,
+        pk: int,
+        serializer: type[serializers.Serializer],
+        change: Callable[..., ApprovalMark],
+        field: str,
+    ) -> Response:
+        """Change the caller's mark of request ``pk`` with ``change`` (a ``marks`` function
+        taking ``approval_id``, ``actor`` and ``field``), ``field`` read from the body as
+        ``serializer`` checks it; answers the mark (``MarkSerializer``)."""
+        body = serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        fields = {field: body.validated_data[field]}
+        mark = change(approval_id=pk, actor=actor_for(request), **fields)
+        return Response(MarkSerializer(mark).data)
+
     @extend_schema(
         summary="Snooze: hide the request from your own inbox until a time (null: show it).",
         request=SnoozeSerializer,
@@ -220,12 +230,7 @@ class ApprovalViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def snooze(self, request: Request, pk: int) -> Response:
         """Change the caller's snooze of request ``pk`` (``marks.approval_snooze``)."""
-        body = SnoozeSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        mark = marks.approval_snooze(
-            approval_id=pk, actor=actor_for(request), until=body.validated_data["until"]
-        )
-        return Response(MarkSerializer(mark).data)
+        return self._mark(request, pk, SnoozeSerializer, marks.approval_snooze, "until")
 
     @extend_schema(
         summary="Assign to me: mark the request as taken on by you (false: take it back).",
@@ -236,12 +241,7 @@ class ApprovalViewSet(viewsets.GenericViewSet):
     def assign(self, request: Request, pk: int) -> Response:
         """Change whether request ``pk`` is assigned to the caller
         (``marks.approval_assign``)."""
-        body = AssignSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        mark = marks.approval_assign(
-            approval_id=pk, actor=actor_for(request), assigned=body.validated_data["assigned"]
-        )
-        return Response(MarkSerializer(mark).data)
+        return self._mark(request, pk, AssignSerializer, marks.approval_assign, "assigned")
 
     @extend_schema(
         summary="The caller as a reviewer: their groups (who may decide a group's requests).",

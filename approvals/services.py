@@ -29,7 +29,7 @@ from approvals.notifications import notifications_record
 from approvals.policy import APPROVAL_GATE, DECIDE_PERMISSION, EXPIRY_FAILS, ApprovalPolicy
 from approvals.reclassify import reclassify
 from audit.services import audit_record, audited_atomic
-from runs.executor.finish import fail_run_locked, skip_pending_locked
+from runs.executor.finish import fail_run_locked
 from runs.executor.gates import (
     gate_edit_args_locked,
     gate_refused_locked,
@@ -143,8 +143,9 @@ def _expire_locked(approval: ApprovalRequest, run: Run, step: Step, actor: Actor
         step.reject(error=error, now=timezone.now())
         save_step(step, status_was=StepStatus.WAITING)
         record_transition(actor, step, StepStatus.WAITING, error=error)
-        skip_pending_locked(run, actor)
-        fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+        fail_run_locked(
+            run, actor, {**error, "step": step.index, "tool": step.tool}, skip_pending=True
+        )
     else:
         gate_refused_locked(run=run, step=step, actor=actor, error=error)
     notifications_record(

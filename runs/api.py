@@ -36,7 +36,7 @@ from runs.conversation_serializers import (
 )
 from runs.executor import client
 from runs.filters import RunFilter
-from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent, idempotent_action
 from runs.models import AgentSession, Compaction, Run
 from runs.serializers import (
     AppendStepSerializer,
@@ -230,14 +230,11 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         run = create.run_create(actor=actor_for(request), project=project, **fields)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Append a step to a client run.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=AppendStepSerializer,
         responses={201: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def steps(self, request: Request, pk: uuid.UUID) -> Response:
         """Append one step (``runs.control.create.step_append``); it runs after the steps
         before it (a client step becomes ``ready`` for its client)."""
@@ -258,14 +255,12 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         step = selectors.steps_with_details().get(pk=step_id, run_id=pk)
         return Response(StepSerializer(step).data)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Report the outcome of a client step (a tool the client ran itself).",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=StepReportSerializer,
         responses={200: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        url_path="steps/<int:step_id>/result",
     )
-    @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/result")
-    @idempotent
     def step_result(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
         """Record ``{"result"}``, ``{"error"}`` or ``{"outcome": "unknown"}`` for a ready client
         step (``runs.executor.client.step_report``); the same report again answers the step
@@ -281,15 +276,13 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Settle a step whose outcome is unknown: its call happened (with its result) "
         "or did not (it runs again).",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=SettleStepSerializer,
         responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+        url_path="steps/<int:step_id>/settle",
     )
-    @action(detail=True, methods=["post"], url_path="steps/<int:step_id>/settle")
-    @idempotent
     def step_settle(self, request: Request, pk: uuid.UUID, step_id: int) -> Response:
         """``runs.control.settle.step_settle``: an operator who checked the other side says
         whether the call took effect; the run goes on either way."""
@@ -300,28 +293,22 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         )
         return self._run_response(run.pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="A client run appends no more steps; it succeeds once they are done.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
         responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def complete(self, request: Request, pk: uuid.UUID) -> Response:
         """Mark a client run complete (``runs.control.lifecycle.run_complete``)."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         run = lifecycle.run_complete(run_id=pk, actor=actor_for(request))
         return self._run_response(run.pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Cancel a run and every open step and approval.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=CancelRunSerializer,
         responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def cancel(self, request: Request, pk: uuid.UUID) -> Response:
         """Cancel the run (``runs.control.lifecycle.run_cancel``) with an optional ``reason``."""
         body = CancelRunSerializer(data=request.data)
@@ -331,28 +318,22 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         )
         return self._run_response(run.pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Resume a failed run from its failed step.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
         responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def resume(self, request: Request, pk: uuid.UUID) -> Response:
         """Resume a failed run (``runs.control.lifecycle.run_resume``)."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         run = lifecycle.run_resume(run_id=pk, actor=actor_for(request))
         return self._run_response(run.pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Fork a new run from the checkpoint before a step.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=ForkRunSerializer,
         responses={201: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def fork(self, request: Request, pk: uuid.UUID) -> Response:
         """Fork (``runs.control.fork.run_fork``): steps before ``from_index`` are reused, not
         re-run; ``args`` optionally replaces the arguments of the step at ``from_index``."""

@@ -22,13 +22,14 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -198,3 +199,24 @@ def idempotency_keys_purge() -> int:
     """Delete keys past ``expires_at``; returns how many (retention, run by the sweeper)."""
     deleted, _ = IdempotencyKey.objects.filter(expires_at__lte=timezone.now()).delete()
     return deleted
+
+
+def idempotent_action(
+    *, summary: str, request: Any, responses: dict[int, Any], **options: Any
+) -> Callable[[ViewMethod], ViewMethod]:
+    """Decorate a DRF view method as a POST action on one object (``action(detail=True,
+    methods=["post"], **options)``, e.g. ``url_path``) that honours the ``Idempotency-Key``
+    header (``idempotent``), documented with ``summary``, the request serializer ``request``,
+    the header and ``responses`` (status code: serializer or ``OpenApiResponse``)."""
+
+    def decorate(view_method: ViewMethod) -> ViewMethod:
+        schema = extend_schema(
+            summary=summary,
+            parameters=[IDEMPOTENCY_KEY_PARAMETER],
+            request=request,
+            responses=responses,
+        )
+        posted = action(detail=True, methods=["post"], **options)(idempotent(view_method))
+        return cast(ViewMethod, schema(posted))
+
+    return decorate

@@ -19,7 +19,6 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import status, viewsets
-from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -34,7 +33,7 @@ from runs.conversation_api import (
     messages_read_documented,
 )
 from runs.filters import SessionFilter
-from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent, idempotent_action
 from runs.models import AgentSession, Compaction
 from runs.serializers import (
     EmptySerializer,
@@ -232,42 +231,34 @@ class SessionViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericView
         made = sessions.session_create(actor=actor_for(request), project=project, **fields)
         return self._session(made.pk, status.HTTP_201_CREATED)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Close a session: no more runs, messages or state writes.",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
         responses={200: SessionSerializer, 400: BAD_INPUT, 404: _NOT_FOUND},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def close(self, request: Request, pk: uuid.UUID) -> Response:
         """Close (``runs.control.sessions.session_close``); a closed session answers as is."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         sessions.session_close(actor=actor_for(request), session_id=pk)
         return self._session(pk)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Take the latest item out of the session's active conversation (kept).",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
         responses={200: PoppedItemSerializer, 404: _NOT_FOUND, 409: _CLOSED},
+        url_path="messages/pop",
     )
-    @action(detail=True, methods=["post"], url_path="messages/pop")
-    @idempotent
     def pop(self, request: Request, pk: uuid.UUID) -> Response:
         """``runs.control.sessions.session_item_pop``: the Agents SDK's ``pop_item``."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         item = sessions.session_item_pop(actor=actor_for(request), session_id=pk)
         return Response(PoppedItemSerializer({"item": item}).data)
 
-    @extend_schema(
+    @idempotent_action(
         summary="Empty the session's active conversation (messages kept, marked removed).",
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EmptySerializer,
         responses={200: ClearedSerializer, 404: _NOT_FOUND, 409: _CLOSED},
     )
-    @action(detail=True, methods=["post"])
-    @idempotent
     def clear(self, request: Request, pk: uuid.UUID) -> Response:
         """``runs.control.sessions.session_clear``: the Agents SDK's ``clear_session``."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)

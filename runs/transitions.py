@@ -23,13 +23,12 @@ from runs.store.locks import (
     lock_run_of_step,
     lock_step,
     lock_steps,
-    save_run,
-    save_step,
     status_in,
 )
+from runs.store.writes import save_run, save_step
 
-# Locking and saving live in the persistence seam (``runs.store.locks``); services take them
-# from here, with the audit side of a transition.
+# Locking and saving live in the persistence seam (``runs.store.locks``,
+# ``runs.store.writes``); services take them from here, with the audit side of a transition.
 __all__ = [
     "lock_run",
     "lock_run_of_step",

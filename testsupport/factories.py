@@ -9,7 +9,8 @@ from typing import Any
 
 from agentops.actors import Actor
 from runs.control.create import run_create
-from runs.models import Run
+from runs.models import Run, Step
+from runs.statuses import RunStatus
 
 PASSWORD = "correct-horse-battery-staple"
 EMAIL_ARGS = {"to": ["customer@example.com"], "subject": "Your refund", "body": "Refunded."}
@@ -64,6 +65,28 @@ def send_email_step(args: dict[str, Any] | None = None, rationale: str = "") -> 
     return step
 
 
+def make_run(
+    user: Any,
+    *,
+    agent: str = "plan",
+    goal: str = "test run",
+    capture: Capture | None = None,
+    via_api: bool = False,
+    **fields: Any,
+) -> Run:
+    """A run of ``agent`` (``plan``, ``client``, ...) requested by ``user`` (through the API
+    with ``via_api``), made by ``runs.control.create.run_create`` with ``fields`` (``steps``,
+    ``project``, ``session``, ``budget``, ...). With ``capture`` its on-commit work
+    runs (a plan run advances as far as it goes, a client run starts); without it nothing
+    after the creation runs (in a transactional test Django runs it at the commit). Returns the
+    run as created: read it back for what its on-commit work changed."""
+    actor = Actor.for_user(user, via_api=via_api)
+    if capture is None:
+        return run_create(actor=actor, agent=agent, goal=goal, **fields)
+    with capture(execute=True):
+        return run_create(actor=actor, agent=agent, goal=goal, **fields)
+
+
 def plan_run(
     user: Any,
     steps: Sequence[dict[str, Any]],
@@ -100,4 +123,25 @@ def run_awaiting_approval(
     steps = [*before, send_email_step(args), *after]
     run = plan_run(user, steps, capture=capture, goal=goal, project=project)
     assert run.status_info.value == "awaiting_approval", run.status
+    return run
+
+
+def run_row(
+    status: str = RunStatus.QUEUED,
+    *,
+    goal: str = "fsm",
+    steps: Sequence[dict[str, Any]] = (),
+    **fields: Any,
+) -> Run:
+    """A plan run's row written as it is, in ``status`` with ``fields`` (``gate``, ...): the
+    FSM forbids assigning a protected status, so the row is created in it. Each of ``steps``
+    (``Step`` fields; ``tool`` is ``echo`` and ``args`` empty unless given) becomes a step row
+    at its place in the list, with an idempotency key of its own. Nothing else is written (no
+    checkpoint, no audit event): for tests of a model's transitions, or of a read over rows in
+    states the services reach only after many steps."""
+    run = Run.objects.create(goal=goal, agent="plan", status=status, **fields)
+    for index, step in enumerate(steps):
+        made = {"tool": "echo", "args": {}, **step}
+        key = f"{run.pk}:{index}:{made['tool']}"
+        Step.objects.create(run=run, index=index, idempotency_key=key, **made)
     return run

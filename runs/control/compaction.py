@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -62,17 +63,37 @@ def compacted_payload(
     }
 
 
-def context_after(
-    before: int, covered: QuerySet[Message], replaced: list[Compaction], text: str
-) -> tuple[int, int]:
-    """What a compaction by summary ``text`` makes of an active context of ``before`` tokens:
-    ``(the summary's tokens, the context's tokens after)``. It takes out the ``covered``
-    messages (those of its range no earlier compaction already stands for) and the summaries
-    of the compactions it ``replaced``, and puts in the summary (``estimate_tokens``)."""
+def compaction_create(
+    owner: Run | AgentSession,
+    covered: QuerySet[Message],
+    replaced: list[Compaction],
+    summary: Summary,
+    actor: Actor,
+    **fields: Any,
+) -> Compaction:
+    """The compaction row of a locked run's or session's (``owner``'s) messages by
+    ``summary`` (``fields`` name the owner: ``run=`` with ``step_index=``, or ``session=``),
+    and the owner's active context after it, in tokens (``owner.context_tokens``; the caller
+    saves the owner). The context loses the ``covered`` messages (those of the range no
+    earlier compaction already stands for) and the summaries of the compactions it
+    ``replaced``, and gains the summary (``estimate_tokens``)."""
+    before = owner.context_tokens
     message_tokens = covered.aggregate(total=Sum("tokens"))["total"] or 0
     removed = message_tokens + sum(made.summary_tokens for made in replaced)
-    summary_tokens = estimate_tokens({"content": text})
-    return summary_tokens, max(0, before - removed + summary_tokens)
+    summary_tokens = estimate_tokens({"content": summary.text})
+    owner.context_tokens = max(0, before - removed + summary_tokens)
+    return Compaction.objects.create(
+        first=summary.first,
+        last=summary.last,
+        summary=summary.text,
+        summary_tokens=summary_tokens,
+        tokens_before=before,
+        tokens_after=owner.context_tokens,
+        summarizer=summary.summarizer,
+        summarizer_version=summary.version,
+        actor=actor.name,
+        **fields,
+    )
 
 
 def compact_run_on_commit(run_id: uuid.UUID) -> None:
@@ -109,6 +130,62 @@ def check_position(value: Any, field: str) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A compaction's summary: ``text`` standing for the messages ``first``..``last``
+    (positions, inclusive), written by ``summarizer`` (``CLIENT``, or the server's summarizer's
+    dotted path) at its ``version``."""
+
+    text: str
+    first: int
+    last: int
+    summarizer: str = CLIENT
+    version: str = ""
+
+
+def summarizer_summary(summarizer: Any, entries: list[Any]) -> Summary:
+    """What the server's ``summarizer`` (``load_summarizer``) plans for an active context of
+    ``entries``.
+
+    Raises:
+        Conflict: it found nothing to compact.
+    """
+    planned = summarizer(entries)
+    if planned is None:
+        raise Conflict("the summarizer found nothing to compact in the active context")
+    return Summary(
+        str(planned.text),
+        planned.first,
+        planned.last,
+        settings.AGENTOPS_SUMMARIZER,
+        str(getattr(summarizer, "version", "")),
+    )
+
+
+def client_summary(summary: Any, first: Any, last: Any) -> Summary | None:
+    """A compaction request's client summary and range (``summary``, ``first``, ``last`` as
+    sent), checked: None when it sends none of them (the server's summarizer then chooses the
+    range).
+
+    Raises:
+        InvalidInput: a range without a summary, a summary that is not a text of 1 to
+            ``MAX_SUMMARY_CHARS`` characters, or a position that is not a whole number >= 0.
+    """
+    if summary is None:
+        if first is not None or last is not None:
+            raise InvalidInput(
+                "first and last come with a summary; without one the server's summarizer "
+                "chooses the range",
+                field="summary",
+            )
+        return None
+    if not isinstance(summary, str) or not summary.strip() or len(summary) > MAX_SUMMARY_CHARS:
+        raise InvalidInput(
+            f"summary must be a text of 1 to {MAX_SUMMARY_CHARS} characters", field="summary"
+        )
+    return Summary(summary, check_position(first, "first"), check_position(last, "last"))
+
+
 def check_range(count: int, first: int, last: int, active: list[Compaction]) -> list[Compaction]:
     """The active compactions the range ``first``..``last`` of a conversation of ``count``
     messages replaces (those it holds whole).
@@ -134,36 +211,14 @@ def check_range(count: int, first: int, last: int, active: list[Compaction]) -> 
     return replaced
 
 
-def _record_locked(
-    run: Run,
-    actor: Actor,
-    *,
-    first: int,
-    last: int,
-    text: str,
-    summarizer: str,
-    version: str,
-    trigger: str,
-) -> Compaction:
+def _record_locked(run: Run, actor: Actor, summary: Summary, *, trigger: str) -> Compaction:
     active = active_compactions(Compaction.objects.filter(run_id=run.pk))
-    replaced = check_range(run.message_count, first, last, active)
-    in_range = Message.objects.filter(run_id=run.pk, position__range=(first, last))
-    before = run.context_tokens
-    summary_tokens, run.context_tokens = context_after(
-        before, in_range.filter(uncovered(replaced)), replaced, text
-    )
-    compaction = Compaction.objects.create(
-        run=run,
-        first=first,
-        last=last,
-        summary=text,
-        summary_tokens=summary_tokens,
-        tokens_before=before,
-        tokens_after=run.context_tokens,
-        summarizer=summarizer,
-        summarizer_version=version,
-        step_index=last_step_index(run.pk),
-        actor=actor.name,
+    replaced = check_range(run.message_count, summary.first, summary.last, active)
+    in_range = Message.objects.filter(
+        run_id=run.pk, position__range=(summary.first, summary.last)
+    ).filter(uncovered(replaced))
+    compaction = compaction_create(
+        run, in_range, replaced, summary, actor, run=run, step_index=last_step_index(run.pk)
     )
     save_run(run)
     record_event(actor, run, "compacted", **compacted_payload(compaction, replaced, trigger))
@@ -195,59 +250,28 @@ def run_compact(
         Conflict: the run is finished; the summarizer found nothing to compact, or the
             context changed while it summarized.
     """
-    if summary is None:
-        if first is not None or last is not None:
-            raise InvalidInput(
-                "first and last come with a summary; without one the server's summarizer "
-                "chooses the range",
-                field="summary",
-            )
+    given = client_summary(summary, first, last)
+    if given is None:
         return _compact_by_summarizer(actor=actor, run_id=run_id, trigger=trigger)
-    if not isinstance(summary, str) or not summary.strip() or len(summary) > MAX_SUMMARY_CHARS:
-        raise InvalidInput(
-            f"summary must be a text of 1 to {MAX_SUMMARY_CHARS} characters", field="summary"
-        )
-    first, last = check_position(first, "first"), check_position(last, "last")
     with audited_atomic():
         run = lock_run(run_id)
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: its context is no longer compacted")
-        return _record_locked(
-            run,
-            actor,
-            first=first,
-            last=last,
-            text=summary,
-            summarizer=CLIENT,
-            version="",
-            trigger=trigger,
-        )
+        return _record_locked(run, actor, given, trigger=trigger)
 
 
 def _compact_by_summarizer(*, actor: Actor, run_id: uuid.UUID, trigger: str) -> Compaction:
-    path: str = settings.AGENTOPS_SUMMARIZER
     summarizer = load_summarizer()
     Run.objects.filter(pk=run_id).values_list("pk").get()
     # Outside any transaction: the summarizer may take its time. What it planned is checked
     # again under the run's lock, against the context as it is then.
-    planned = summarizer(active_context(run_id=run_id).entries)
-    if planned is None:
-        raise Conflict("the summarizer found nothing to compact in the active context")
+    planned = summarizer_summary(summarizer, active_context(run_id=run_id).entries)
     with audited_atomic():
         run = lock_run(run_id)
         if run.is_terminal:
             raise Conflict(f"run is {run.status}: its context is no longer compacted")
         try:
-            return _record_locked(
-                run,
-                actor,
-                first=planned.first,
-                last=planned.last,
-                text=str(planned.text),
-                summarizer=path,
-                version=str(getattr(summarizer, "version", "")),
-                trigger=trigger,
-            )
+            return _record_locked(run, actor, planned, trigger=trigger)
         except InvalidInput as exc:
             raise Conflict(f"the context changed while it was summarized: {exc.message}") from exc
 

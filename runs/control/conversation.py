@@ -11,17 +11,17 @@ from decimal import Decimal
 from typing import Any
 
 from agentops.actors import Actor
-from agentops.errors import Conflict, InvalidInput
+from agentops.errors import InvalidInput
 from audit.services import audited_atomic
 from runs.control.compaction import compact_run_on_commit, context_over_threshold
+from runs.control.lifecycle import lock_client_run
 from runs.control.sessions import session_messages_locked
 from runs.executor.limits import budget_stops_run_locked
-from runs.models import CLIENT_DRIVEN, Message, ModelCall, Run
+from runs.models import Message, ModelCall, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import last_step_index
 from runs.store.writes import insert_new
 from runs.transitions import (
-    lock_run,
     lock_session,
     record_event,
     record_session_event,
@@ -203,13 +203,7 @@ def run_messages_append(
     checked = parse_messages(messages)
     reported = parse_usage(usage) if usage is not None else None
     with audited_atomic():
-        run = lock_run(run_id)
-        if run.agent not in CLIENT_DRIVEN:
-            raise InvalidInput(f"only client runs report model turns, not {run.agent} runs")
-        if run.is_terminal:
-            raise Conflict(f"run is {run.status}: no more messages can be appended")
-        if run.client_done:
-            raise Conflict("the client already completed this run")
+        run = lock_client_run(run_id, "report model turns")
         first = run.message_count
         added = messages_insert_locked(run, checked, actor=actor)
         if reported is not None:

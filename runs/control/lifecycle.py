@@ -22,6 +22,26 @@ from runs.wakeups import execute_step_on_commit
 MAX_REASON = 1000
 
 
+def lock_client_run(run_id: uuid.UUID | str, action: str) -> Run:
+    """The client run ``run_id``, locked (``lock_run``), while its client may still act on it:
+    it is not finished and its client has not completed it. ``action`` says what only client
+    runs do, for the error (``"report model turns"``).
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+        InvalidInput: not a client run.
+        Conflict: the run is already finished or completed.
+    """
+    run = lock_run(run_id)
+    if run.agent not in CLIENT_DRIVEN:
+        raise InvalidInput(f"only client runs {action}, not {run.agent} runs")
+    if run.is_terminal:
+        raise Conflict(f"run is already {run.status}")
+    if run.client_done:
+        raise Conflict("the client already completed this run")
+    return run
+
+
 def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
     """A client app says it appends no more steps; the run succeeds once its steps are done.
 
@@ -31,13 +51,7 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
         Conflict: the run is already finished or completed.
     """
     with audited_atomic():
-        run = lock_run(run_id)
-        if run.agent not in CLIENT_DRIVEN:
-            raise InvalidInput(f"only client runs are completed by their client, not {run.agent}")
-        if run.is_terminal:
-            raise Conflict(f"run is already {run.status}")
-        if run.client_done:
-            raise Conflict("the client already completed this run")
+        run = lock_client_run(run_id, "are completed by their client")
         run.client_done = True
         save_run(run)
         record_event(actor, run, "client_completed")

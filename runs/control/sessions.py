@@ -17,7 +17,6 @@ import logging
 import uuid
 from typing import Any, Final
 
-from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
@@ -29,14 +28,14 @@ from projects.models import Project
 from runs import wakeups
 from runs.context_selectors import active_compactions, session_context
 from runs.control.compaction import (
-    CLIENT,
-    MAX_SUMMARY_CHARS,
-    check_position,
+    Summary,
     check_range,
+    client_summary,
     compacted_payload,
-    context_after,
+    compaction_create,
     context_over_threshold,
     load_summarizer,
+    summarizer_summary,
 )
 from runs.models import AgentSession, Compaction, Message, Run, SessionStatus
 from runs.models.conversation import estimate_tokens
@@ -287,28 +286,10 @@ def session_compact(
         Conflict: the session is closed; the summarizer found nothing to compact, or the
             context changed while it summarized.
     """
-    if summary is None:
-        if first is not None or last is not None:
-            raise InvalidInput(
-                "first and last come with a summary; without one the server's summarizer "
-                "chooses the range",
-                field="summary",
-            )
+    given = client_summary(summary, first, last)
+    if given is None:
         return _summarize(actor, session_id, trigger="request")
-    if not isinstance(summary, str) or not summary.strip() or len(summary) > MAX_SUMMARY_CHARS:
-        raise InvalidInput(
-            f"summary must be a text of 1 to {MAX_SUMMARY_CHARS} characters", field="summary"
-        )
-    return _compact(
-        actor,
-        session_id,
-        text=summary,
-        first=check_position(first, "first"),
-        last=check_position(last, "last"),
-        summarizer=CLIENT,
-        version="",
-        trigger="request",
-    )
+    return _compact(actor, session_id, given, trigger="request")
 
 
 def session_compact_over_threshold(*, actor: Actor, session_id: uuid.UUID) -> Compaction | None:
@@ -340,60 +321,30 @@ def _summarize(actor: Actor, session_id: uuid.UUID | str, *, trigger: str) -> Co
     found = AgentSession.objects.filter(pk=session_id).values_list("pk", flat=True).get()
     # Outside any transaction: the summarizer may take its time; its range is checked
     # again under the session's lock.
-    planned = summarizer(session_context(session_id=found).entries)
-    if planned is None:
-        raise Conflict("the summarizer found nothing to compact in the active context")
+    planned = summarizer_summary(summarizer, session_context(session_id=found).entries)
     try:
-        return _compact(
-            actor,
-            session_id,
-            text=str(planned.text),
-            first=planned.first,
-            last=planned.last,
-            summarizer=settings.AGENTOPS_SUMMARIZER,
-            version=str(getattr(summarizer, "version", "")),
-            trigger=trigger,
-        )
+        return _compact(actor, session_id, planned, trigger=trigger)
     except InvalidInput as exc:
         raise Conflict(f"the context changed while it was summarized: {exc.message}") from exc
 
 
 def _compact(
-    actor: Actor,
-    session_id: uuid.UUID | str,
-    *,
-    text: str,
-    first: int,
-    last: int,
-    summarizer: str,
-    version: str,
-    trigger: str,
+    actor: Actor, session_id: uuid.UUID | str, summary: Summary, *, trigger: str
 ) -> Compaction:
     with audited_atomic():
         session = _open_session(session_id)
         active = active_compactions(
             Compaction.objects.filter(session=session, removed_at__isnull=True)
         )
-        replaced = check_range(session.message_count, first, last, active)
+        replaced = check_range(session.message_count, summary.first, summary.last, active)
         in_range = Message.objects.filter(
-            session=session, session_position__range=(first, last), removed_at__isnull=True
+            session=session,
+            session_position__range=(summary.first, summary.last),
+            removed_at__isnull=True,
         )
         for made in replaced:
             in_range = in_range.exclude(session_position__range=(made.first, made.last))
-        before = session.context_tokens
-        summary_tokens, session.context_tokens = context_after(before, in_range, replaced, text)
-        compaction = Compaction.objects.create(
-            session=session,
-            first=first,
-            last=last,
-            summary=text,
-            summary_tokens=summary_tokens,
-            tokens_before=before,
-            tokens_after=session.context_tokens,
-            summarizer=summarizer,
-            summarizer_version=version,
-            actor=actor.name,
-        )
+        compaction = compaction_create(session, in_range, replaced, summary, actor, session=session)
         save_session(session)
         record_session_event(
             actor, session, "compacted", **compacted_payload(compaction, replaced, trigger)

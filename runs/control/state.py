@@ -228,14 +228,8 @@ def run_state_write(
             actor,
             run,
             "state_written",
-            version=new.version,
-            base_version=current.version,
-            operation=operation,
-            hash_before=current.state_hash,
-            hash_after=new.state_hash,
-            bytes=size,
+            **_written(current, new, operation, size, rationale),
             step_index=step_index,
-            rationale=rationale,
             **(
                 {"schema_version": new.schema_version, "upgraded_from": upgraded_from}
                 if schemas
@@ -274,16 +268,7 @@ def session_state_write(
             raise Conflict("the session is closed: its state can no longer be written")
         new, size = _store(current, operation, document, actor, rationale, session=session)
         record_session_event(
-            actor,
-            session,
-            "state_written",
-            version=new.version,
-            base_version=current.version,
-            operation=operation,
-            hash_before=current.state_hash,
-            hash_after=new.state_hash,
-            bytes=size,
-            rationale=rationale,
+            actor, session, "state_written", **_written(current, new, operation, size, rationale)
         )
     return AgentState(new.version, new.state, new.schema_version, new.state_hash)
 
@@ -313,6 +298,23 @@ def _check_base(owner_id: object, base_version: int, current: AgentState) -> Non
             version=current.version,
             etag=state_etag(owner_id, current.version),
         )
+
+
+def _written(
+    current: AgentState, new: StateVersion, operation: Operation, size: int, rationale: str
+) -> dict[str, Any]:
+    """The payload of a ``state_written`` audit event: the new and base versions, the
+    operation, the state's hashes before and after, the new state's size (bytes) and the
+    rationale."""
+    return {
+        "version": new.version,
+        "base_version": current.version,
+        "operation": operation,
+        "hash_before": current.state_hash,
+        "hash_after": new.state_hash,
+        "bytes": size,
+        "rationale": rationale,
+    }
 
 
 def _store(

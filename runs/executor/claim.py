@@ -1,17 +1,16 @@
-"""Claiming a queued step: queued → running under a lease, its attempt row, its ledger row;
-and the heartbeat that extends the lease while the tool runs."""
+"""Claiming a queued step: queued → running under a lease, its attempt row, its ledger row
+(``runs.executor.record`` extends the lease while the tool runs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from agentops.actors import Actor
-from agentops.clock import DatabaseNow, DatabaseTime
+from agentops.clock import DatabaseTime
 from audit.services import audited_atomic
 from runs.executor.ledger import ledger_open
 from runs.models import Run, Step, StepAttempt
@@ -77,17 +76,3 @@ def claim_step(step_id: int, actor: Actor) -> Claim | None:
     with audited_atomic():
         locked = lock_step_of_running_run(step_id, StepStatus.QUEUED)
         return None if locked is None else claim_locked(*locked, actor)
-
-
-def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
-    """Extend the lease of a running step held by ``owner`` to now + ``extend_seconds``
-    (seconds), now by the database's clock (``agentops.clock``).
-
-    Returns False when the lease is no longer ``owner``'s (the step was cancelled or recovered):
-    the tool should stop. One conditional UPDATE, no lock held.
-    """
-    lease = DatabaseNow() + timedelta(seconds=extend_seconds)
-    updated = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, lease_owner=owner).update(
-        lease_expires_at=lease
-    )
-    return updated == 1

@@ -1,4 +1,4 @@
-"""Ending a run: failing it, and skipping the steps it will never reach."""
+"""Ending a run: failing it, with the steps it will never reach skipped."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from runs.statuses import StepStatus
 from runs.transitions import lock_steps, transition
 
 
-def fail_run_locked(run: Run, actor: Actor, error: dict[str, Any]) -> None:
-    """Fail a locked run (running or waiting) with the structured ``error``."""
+def fail_run_locked(
+    run: Run, actor: Actor, error: dict[str, Any], *, skip_pending: bool = False
+) -> None:
+    """Fail a locked run (running or waiting) with the structured ``error``; with
+    ``skip_pending``, skip each of its pending steps first (the run ended before reaching
+    them)."""
+    if skip_pending:
+        for step in lock_steps(run, [StepStatus.PENDING]):
+            transition(step, "skip", actor=actor)
     run.finished_at = timezone.now()
     transition(run, "fail", actor=actor, error=error, payload={"error": error})
-
-
-def skip_pending_locked(run: Run, actor: Actor) -> None:
-    """Skip every pending step of a locked run: the run ended before reaching them."""
-    for step in lock_steps(run, [StepStatus.PENDING]):
-        transition(step, "skip", actor=actor)

@@ -16,7 +16,7 @@ from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from runs import gates
 from runs.agents import agent_for
-from runs.executor.finish import fail_run_locked, skip_pending_locked
+from runs.executor.finish import fail_run_locked
 from runs.executor.handover import hand_over_locked
 from runs.models import Executor, Run, Step
 from runs.statuses import OPEN_STEP_STATUSES, StepStatus
@@ -67,8 +67,7 @@ def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, 
         transition(run, "unblock", actor=actor, payload={"refused": step.index})
         advance_run_on_commit(run.pk)
         return
-    skip_pending_locked(run, actor)
-    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool})
+    fail_run_locked(run, actor, {**error, "step": step.index, "tool": step.tool}, skip_pending=True)
 
 
 def gate_edit_args_locked(

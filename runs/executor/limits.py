@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from runs.budget import budget_crossing
-from runs.executor.finish import fail_run_locked, skip_pending_locked
+from runs.executor.finish import fail_run_locked
 from runs.executor.gates import cancel_open_steps
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import OnBudgetExceeded, Run, Step
@@ -59,8 +59,7 @@ def budget_gates_step_locked(run: Run, step: Step, actor: Actor) -> bool:
                 {"gate": step.gate, "gate_params": step.gate_params, "budget_crossing": found},
             )
             return False
-    skip_pending_locked(run, actor)
-    fail_run_locked(run, actor, found)
+    fail_run_locked(run, actor, found, skip_pending=True)
     return True
 
 

@@ -64,29 +64,14 @@ def succeed_locked(
     Raises:
         ConcurrentTransition: the step's or run's row changed since it was read.
     """
-    from_state = step.status
     if settled is None:
-        transition(
-            step,
-            "succeed",
-            actor=actor,
-            save=False,
-            result=result,
-            now=now,
-            tool_error=tool_error,
-            payload={"attempt": step.attempts, **payload, **tool_error_mark(tool_error)},
-        )
+        name, fields = "succeed", {"tool_error": tool_error}
+        payload = {"attempt": step.attempts, **payload, **tool_error_mark(tool_error)}
     else:
-        payload = {"settled": settled}
-        transition(
-            step,
-            "settle_happened",
-            actor=actor,
-            save=False,
-            result=result,
-            now=now,
-            payload=payload,
-        )
+        name, fields, payload = "settle_happened", {}, {"settled": settled}
+    from_state = transition(
+        step, name, actor=actor, save=False, result=result, now=now, payload=payload, **fields
+    )
     save_step(step, status_was=row_status or from_state)
     run.state = agent_for(run.agent).checkpoint_state(
         run, index=step.index, tool=step.tool, result=result

@@ -1,21 +1,24 @@
-"""Recording one attempt's outcome: the ledger settled, the step succeeded (with its
-checkpoint), waiting to retry with backoff, or failed; then the run moved on, with its next
-step claimed for the same worker when it can run at once."""
+"""Getting one attempt's outcome (its tool called while a heartbeat extends the step's lease)
+and recording it: the ledger settled, the step succeeded (with its checkpoint), waiting to
+retry with backoff, or failed; then the run moved on, with its next step claimed for the same
+worker when it can run at once."""
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from agentops.actors import Actor
+from agentops.clock import DatabaseNow
 from artifacts.services import offload_large_result
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
-from runs.executor.claim import Claim, step_heartbeat
+from runs.executor.claim import Claim
 from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.executor.outcome import fail_or_retry, succeed_locked
 from runs.models import Run, Step
@@ -82,6 +85,20 @@ def outcome_of(claim: Claim, actor: Actor) -> Outcome:
             run_id=step.run_id, step_id=step.pk, result=outcome.result, actor=actor
         )
     return outcome
+
+
+def step_heartbeat(*, step_id: int, owner: str, extend_seconds: int) -> bool:
+    """Extend the lease of a running step held by ``owner`` to now + ``extend_seconds``
+    (seconds), now by the database's clock (``agentops.clock``).
+
+    Returns False when the lease is no longer ``owner``'s (the step was cancelled or recovered):
+    the tool should stop. One conditional UPDATE, no lock held.
+    """
+    lease = DatabaseNow() + timedelta(seconds=extend_seconds)
+    updated = Step.objects.filter(pk=step_id, status=StepStatus.RUNNING, lease_owner=owner).update(
+        lease_expires_at=lease
+    )
+    return updated == 1
 
 
 def record_outcome(

@@ -122,7 +122,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     anything there when it creates a run.
     """
 
-    # The fields that change after the row is inserted: what ``runs.store.rows.update`` writes
+    # The fields that change after the row is inserted: what ``runs.store.writes.update`` writes
     # (with ``updated_at``). tests/runs/test_row_writes.py proves every field a transition or
     # service changes is here.
     UPDATED_FIELDS = (
@@ -323,7 +323,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
     the tool reported (tokens, cost_usd).
     """
 
-    # The fields that change after the row is inserted: what ``runs.store.rows.update`` writes
+    # The fields that change after the row is inserted: what ``runs.store.writes.update`` writes
     # (with ``updated_at``). tests/runs/test_row_writes.py proves every field a transition or
     # service changes is here.
     UPDATED_FIELDS = (

@@ -1,9 +1,5 @@
-"""Locking and saving runs and steps (lock order: ``runs.transitions``).
-
-Each lock is one ``SELECT ... FOR UPDATE`` of the rows as ``runs.store.rows`` reads them; each
-save writes only the declared ``UPDATED_FIELDS`` that changed, guarded by what the row was read
-with, so a transition that lost a race raises instead of overwriting.
-"""
+"""Locking runs and steps (lock order: ``runs.transitions``): each lock is one ``SELECT ...
+FOR UPDATE`` of the rows as ``runs.store.rows`` reads them. ``runs.store.writes`` saves them."""
 
 from __future__ import annotations
 
@@ -96,24 +92,3 @@ def lock_steps(run: Run, statuses: Sequence[str], *, limit: int | None = None) -
         order_by='"index"',
         limit=limit,
     )
-
-
-def save_run(run: Run) -> None:
-    """Write what changed in a locked run (``Run.UPDATED_FIELDS``) and bump its ``version``.
-
-    Raises:
-        ConcurrentTransition: the row's version is not the one it was read with.
-    """
-    read_version = run.version
-    run.version += 1
-    rows.update(run, guard={"version": read_version})
-
-
-def save_step(step: Step, *, status_was: str) -> None:
-    """Write what changed in a locked step (``Step.UPDATED_FIELDS``) that had status
-    ``status_was`` when read.
-
-    Raises:
-        ConcurrentTransition: the row's status is no longer ``status_was``.
-    """
-    rows.update(step, guard={"status": status_was})

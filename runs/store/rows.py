@@ -1,36 +1,25 @@
-"""Plain-SQL reads and writes of rows, for the executor's hot path.
+"""Plain-SQL reads of rows, for the executor's hot path; ``runs.store.writes`` writes them
+back.
 
 Building and compiling a query costs the ORM about half a millisecond of Python per statement
 on a 2-core machine, two to three times what the statement itself costs; a step makes a dozen
 of them, so the services that claim steps, record their outcomes and advance runs read and
-write their rows here instead (figures: ``benchmarks/README.md``, "What bounds each figure", and
-``benchmarks/HISTORY.md``).
+write their rows in this package instead (figures: ``benchmarks/README.md``, "What bounds each
+figure", and ``benchmarks/HISTORY.md``).
 
 Rows are still model instances: built by ``Model.from_db``, with each field's own database
-converters, changed only by their FSM transitions, and written back
-column by column with each field's own adaptation (``get_db_prep_save``, ``pre_save`` for
-``auto_now`` fields; skipped where it would return the value as it is: ``runs.store.adapt``), so
-JSON, UUIDs and datetimes mean the same as through the ORM, on PostgreSQL and on the SQLite of
-a quick local start.
-An instance loaded here writes back only the fields whose values differ from the row it was
-loaded from. The SQL of each statement shape is built once per process.
-Every write names a guard (the status or version the row was read with, like django-fsm's
-``ConcurrentTransitionMixin``); a write that finds the row changed raises
-``ConcurrentTransition``.
+converters, and each keeps the row it was loaded from (``LOADED``), so that writing it back
+(``runs.store.writes.update``) writes only the fields whose values differ. The SQL of each
+statement shape is built once per process.
 
-Inside ``runs.store.pipeline.batch()`` (PostgreSQL) statements are pipelined: writes whose
-answers are not read (``write_where``, ``update``; ``runs.store.inserts``' ``insert``
-without ``returning``, ``upsert`` and ``execute``) are held and sent together, reads queued
-with ``select_later`` are answered together, and a guarded write is checked by the database
-before the commit. So a transaction of a dozen statements costs a few round trips and a few
-statements instead of a dozen of each.
+Inside ``runs.store.pipeline.batch()`` (PostgreSQL) statements are pipelined: reads queued with
+``select_later`` are answered together with the writes held before them, so a transaction of
+a dozen statements costs a few round trips instead of a dozen.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.metadata
-import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,20 +29,16 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
-from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin
 
-from agentops.clock import DatabaseTime
-from runs.store.adapt import Adapter, adapter_of
 from runs.store.pipeline import current_batch
-
-logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Model)
 
 Converter = Callable[[Any, Any, Any], Any]
 
-# The row an instance was loaded from: (the row as the database sent it, its converted values).
-_LOADED = "_agentops_rows_loaded"
+# The row an instance was loaded from: (the row as the database sent it, its converted values);
+# ``runs.store.writes`` compares an instance with it to write only what changed.
+LOADED = "_agentops_rows_loaded"
 
 
 def database() -> BaseDatabaseWrapper:
@@ -154,7 +139,7 @@ def instances(model: type[M], found: Sequence[Sequence[Any]]) -> list[M]:
         values = _converted(table, row, db)
         obj = model.from_db(db.alias, table.attnames, values)
         # Converted values that are objects (JSON) may be changed in place: keep the row too.
-        setattr(obj, _LOADED, (row, values[:]))
+        setattr(obj, LOADED, (row, values[:]))
         objs.append(obj)
     return objs
 
@@ -166,7 +151,7 @@ def mark_saved(obj: Model) -> None:
     table = table_of(type(obj))
     values = [getattr(obj, attname) for attname in table.attnames]
     copies = [copy.deepcopy(v) if isinstance(v, (dict, list)) else v for v in values]
-    obj.__dict__[_LOADED] = (None, copies)
+    obj.__dict__[LOADED] = (None, copies)
 
 
 def clone(obj: M) -> M:
@@ -175,45 +160,6 @@ def clone(obj: M) -> M:
     holds, for changes that may be given up without touching ``obj`` (``copy.copy``, which
     Django's ``Model.__getstate__`` gives a state of its own)."""
     return copy.copy(obj)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two JSON values are the same JSON (``1``, ``1.0`` and ``true`` differ, as they
-    do in PostgreSQL's jsonb, though Python holds them equal)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(value, b[key]) for key, value in a.items())
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return bool(a == b)
-
-
-def _changed(obj: Model, table: Table, names: Sequence[str]) -> list[str]:
-    """Which of the fields ``names`` of ``obj`` differ from the row it was loaded from (all of
-    them for an instance not loaded here, or already written back once)."""
-    loaded = obj.__dict__.pop(_LOADED, None)
-    if loaded is None:
-        return list(names)
-    row, values = loaded
-    db = database()
-    changed = []
-    for name in names:
-        i = table.index[name]
-        now = getattr(obj, table.attnames[i])
-        if isinstance(values[i], (dict, list)):
-            # The loaded object may have been changed in place: convert the row's value again
-            # (``mark_saved`` keeps a copy instead).
-            was = values[i]
-            if row is not None:
-                was = row[i]
-                for convert in table.converter_of[i][1]:
-                    was = convert(was, table.converter_of[i][0], db)
-            if not _same(now, was):
-                changed.append(name)
-        elif now != values[i] or type(now) is not type(values[i]):
-            changed.append(name)
-    return changed
 
 
 def select(
@@ -282,159 +228,6 @@ def get(model: type[M], pk: Any, *, lock: bool = False) -> M:
     if not found:
         raise model.DoesNotExist(f"no {model._meta.model_name} {pk}")  # type: ignore[attr-defined]
     return found[0]
-
-
-def _seconds(value: DatabaseTime, db: BaseDatabaseWrapper) -> float:
-    return float(value.seconds)
-
-
-@cache
-def _update_sql(
-    model: type[Model], names: tuple[str, ...], where: tuple[str, ...], clocked: frozenset[str]
-) -> tuple[str, list[Adapter]]:
-    """The UPDATE setting ``names`` of rows matching ``where`` (all by field name), those in
-    ``clocked`` to the database's clock plus a parameter's seconds (``DatabaseTime``), and the
-    adaptation of each of its parameters' values (``runs.store.adapt``), in order."""
-    db = database()
-    table = table_of(model)
-    fields = [table.fields[name] for name in (*names, *where)]
-    columns = [
-        f"{db.ops.quote_name(str(f.column))} = "
-        + (DatabaseTime.SQL if i < len(names) and f.name in clocked else "%s")
-        for i, f in enumerate(fields)
-    ]
-    assignments = ", ".join(columns[: len(names)])
-    conditions = " AND ".join(columns[len(names) :])
-    sql = f"UPDATE {table.name} SET {assignments} WHERE {conditions}"  # noqa: S608 (no user input)
-    adapters = [
-        _seconds if i < len(names) and f.name in clocked else adapter_of(f, db.vendor)
-        for i, f in enumerate(fields)
-    ]
-    return sql, adapters
-
-
-def _update_params(
-    model: type[Model], values: dict[str, Any], where: dict[str, Any]
-) -> tuple[str, list[Any]]:
-    """The UPDATE of ``update_where`` and its parameters. A ``DatabaseTime`` value is written
-    as the database's clock on PostgreSQL, as this host's (the database's: one host) on
-    SQLite."""
-    db = database()
-    clocked = frozenset(name for name, value in values.items() if isinstance(value, DatabaseTime))
-    if clocked and db.vendor != "postgresql":
-        values = {k: v.on_host() if k in clocked else v for k, v in values.items()}
-        clocked = frozenset()
-    sql, adapters = _update_sql(model, tuple(values), tuple(where), clocked)
-    raw = [*values.values(), *where.values()]
-    params = [adapt(value, db) for adapt, value in zip(adapters, raw, strict=True)]
-    return sql, params
-
-
-def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
-    """``UPDATE`` the rows of ``model`` whose fields equal ``where``, setting the fields of
-    ``values`` (adapted as the ORM adapts them; a ``DatabaseTime`` as the database's clock);
-    returns how many rows changed. Inside a batch,
-    what it holds is sent with it (one round trip): use ``write_where`` when the count does
-    not matter."""
-    sql, params = _update_params(model, values, where)
-    batch = current_batch()
-    if batch is not None:
-        cursor = batch.queue(sql, params)
-        batch.sync()
-        return int(cursor.rowcount)
-    with database().cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
-
-
-def write_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> None:
-    """``update_where`` without the count: inside a batch it is held and sent with the batch's
-    other writes."""
-    batch = current_batch()
-    if batch is None:
-        update_where(model, values, where)
-        return
-    sql, params = _update_params(model, values, where)
-    row = where["pk"] if list(where) == ["pk"] else None
-    batch.write(sql, params, table=model._meta.db_table, row=row)
-
-
-def updated_fields(model: type[Model]) -> tuple[str, ...]:
-    """The fields of ``model`` that change after insert, declared next to the model as
-    ``UPDATED_FIELDS`` (what ``update`` writes, with the ``auto_now`` fields).
-
-    Raises:
-        TypeError: the model declares none.
-    """
-    declared = getattr(model, "UPDATED_FIELDS", None)
-    if not declared:
-        raise TypeError(f"{model.__name__} declares no UPDATED_FIELDS")
-    return tuple(declared)
-
-
-def update(obj: Model, *, guard: dict[str, Any]) -> None:
-    """Write the ``UPDATED_FIELDS`` of ``obj`` that changed since it was loaded (all of them
-    for an instance not loaded here), with its ``auto_now`` fields, to its row, if the row
-    still has the values of ``guard`` (e.g. ``{"status": <status it was read with>}``). A
-    field holding an ``agentops.clock.DatabaseTime`` is written as the database's clock plus
-    its seconds, in the same statement.
-
-    Raises:
-        ConcurrentTransition: the row changed meanwhile (or is gone); inside a batch, from its
-            next sync.
-        TypeError: the model declares no ``UPDATED_FIELDS``.
-    """
-    model = type(obj)
-    table = table_of(model)
-    names = _changed(obj, table, updated_fields(model))
-    values = {name: getattr(obj, table.fields[name].attname) for name in names}
-    for name in table.auto_now:
-        values[name] = table.fields[name].pre_save(obj, add=False)
-    changed = ConcurrentTransition(f"{obj!r} changed since it was read ({guard})")
-    sql, params = _update_params(model, values, {"pk": obj.pk, **guard})
-    batch = current_batch()
-    if batch is not None:
-        batch.write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed)
-    else:
-        with database().cursor() as cursor:
-            cursor.execute(sql, params)
-            if cursor.rowcount != 1:
-                raise changed
-    # Keep ConcurrentTransitionMixin's record of the saved status in step with the row, so
-    # an ORM save of the same instance later is guarded by the new status.
-    fsm_record_saved(obj)
-
-
-# The django-fsm-2 releases whose ``ConcurrentTransitionMixin`` keeps the statuses an instance
-# was saved with through ``_update_initial_state`` (what its own ``save`` calls).
-FSM_SAVED_STATE_RELEASES = ("4.",)
-
-
-@cache
-def _fsm_saved_state_supported() -> bool:
-    version = importlib.metadata.version("django-fsm-2")
-    if version.startswith(FSM_SAVED_STATE_RELEASES):
-        return True
-    logger.warning(
-        "django-fsm-2 %s: saved statuses are read back from the database (written for %s)",
-        version,
-        ", ".join(FSM_SAVED_STATE_RELEASES),
-    )
-    return False
-
-
-def fsm_record_saved(obj: Model) -> None:
-    """Tell ``obj``'s ``ConcurrentTransitionMixin`` (if it has one) that its statuses are
-    saved, as its ``save`` would. On a django-fsm-2 release not in ``FSM_SAVED_STATE_RELEASES``
-    the statuses are read back with Django's public ``refresh_from_db`` instead (one query),
-    and a warning is logged once; ``tests/runs/store/test_rows.py::
-    test_fsm_saved_state_is_recorded_on_the_installed_django_fsm`` fails on such a release."""
-    if not isinstance(obj, ConcurrentTransitionMixin):
-        return
-    if _fsm_saved_state_supported():
-        obj._update_initial_state()
-    else:
-        obj.refresh_from_db(fields=[field.attname for field in obj.state_fields])
 
 
 def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

@@ -155,20 +155,20 @@ def lock_for_record(step: Step) -> tuple[Run, Step, list[Step]]:
     under the head's lock)."""
     batch = _batch()
     run_id, step_id = step.run_id, step.pk
-    if batch.pipelined:
-        read = batch.fetch_later(_record_reads_sql(), [run_id, step_id])
-        read_ids = reserve_ids_later(USUAL_EVENTS)
-        batch.sync()
-        ((*found, events_in, last_id, last_hash),) = read()
-        runs, steps = rows.width(Run), rows.width(Step)
-        run = rows.instances(Run, [found[:runs]])[0]
-        locked = rows.instances(Step, [found[runs : runs + steps]])[0]
-        upcoming = found[runs + steps :]
-        chain = run_chain(run_id)
-        heads = [] if events_in is None else [(chain, events_in, last_id, last_hash)]
-        audit_prefetched(chains=[chain], read_heads=lambda: heads, read_ids=read_ids)
-        return run, locked, [] if upcoming[0] is None else rows.instances(Step, [upcoming])
-    return lock_for_report(run_id, step_id, USUAL_EVENTS)
+    if not batch.pipelined:
+        return lock_for_report(run_id, step_id, USUAL_EVENTS)
+    read = batch.fetch_later(_record_reads_sql(), [run_id, step_id])
+    read_ids = reserve_ids_later(USUAL_EVENTS)
+    batch.sync()
+    ((*found, events_in, last_id, last_hash),) = read()
+    runs, steps = rows.width(Run), rows.width(Step)
+    run = rows.instances(Run, [found[:runs]])[0]
+    locked = rows.instances(Step, [found[runs : runs + steps]])[0]
+    upcoming = found[runs + steps :]
+    chain = run_chain(run_id)
+    heads = [] if events_in is None else [(chain, events_in, last_id, last_hash)]
+    audit_prefetched(chains=[chain], read_heads=lambda: heads, read_ids=read_ids)
+    return run, locked, [] if upcoming[0] is None else rows.instances(Step, [upcoming])
 
 
 def lock_for_report(run_id: uuid.UUID, step_id: int, events: int) -> tuple[Run, Step, list[Step]]:

@@ -12,6 +12,7 @@ from django_fsm import ConcurrentTransition
 
 from agentops.postgresql.base import UtcTimestamptzLoader
 from runs.models import Run, RunStatus
+from testsupport.factories import run_row
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ def test_timestamps_load_as_aware_utc_datetimes_with_the_c_loader() -> None:
 
 
 def test_a_model_timestamp_reads_back_as_written() -> None:
-    run = Run.objects.create(goal="g", agent="plan")
+    run = run_row(goal="g")
     Run.objects.filter(pk=run.pk).update(created_at=MOMENT)
     loaded = Run.objects.get(pk=run.pk)
     assert loaded.created_at == MOMENT
@@ -42,7 +43,7 @@ def test_a_model_timestamp_reads_back_as_written() -> None:
 
 
 def test_a_stale_instance_still_cannot_save_over_a_changed_status() -> None:
-    run = Run.objects.create(goal="g", agent="plan")
+    run = run_row(goal="g")
     stale = Run.objects.get(pk=run.pk)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     stale.goal = "other"

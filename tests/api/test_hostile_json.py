@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.actors import Actor
-from runs.control.create import run_create
 from tests.api.conftest import RUNS_URL, run_url, token_client
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -35,8 +34,9 @@ HOSTILE = [
 
 @pytest.fixture
 def client_run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="hostile")
+    return make_run(
+        operator, agent="client", goal="hostile", capture=django_capture_on_commit_callbacks
+    )
 
 
 @pytest.mark.parametrize(("body", "where", "why"), HOSTILE)

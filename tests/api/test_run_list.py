@@ -3,18 +3,17 @@
 import pytest
 
 from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from tests.api.conftest import calc
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 def make_runs(user, count, *, agent="plan", steps=2):
-    actor = Actor.for_user(user)
     return [
-        run_create(
-            actor=actor,
+        make_run(
+            user,
             agent=agent,
             goal=f"{agent} {i}",
             steps=[calc(f"{i}+{n}") for n in range(steps)] if agent == "plan" else None,

@@ -14,12 +14,11 @@ from agentops.actors import Actor
 from audit.models import AuditEvent
 from projects.models import Project
 from projects.roles import Role
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.control.state import MAX_STATE_BYTES, MAX_STATE_DEPTH
 from runs.models import Run, StateVersion, state_hash
 from tests.api.conftest import run_url, token_client
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -30,8 +29,9 @@ JSON_PATCH = "application/json-patch+json"
 
 @pytest.fixture
 def client_run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="keep state")
+    return make_run(
+        operator, agent="client", goal="keep state", capture=django_capture_on_commit_callbacks
+    )
 
 
 def etag(run: Run, version: int) -> str:

@@ -14,8 +14,9 @@ from django.contrib.auth.models import Group
 
 from agentops.actors import Actor
 from approvals.models import RiskRule
-from runs.control.create import run_create, step_append
+from runs.control.create import step_append
 from runs.models import Run, Step
+from testsupport.factories import make_run
 
 
 class WebhookRecorder:
@@ -75,8 +76,7 @@ def client_step(user: Any, capture: Any, tool: str, args: dict[str, Any]) -> tup
     """A client run requested by ``user`` with one client step of ``tool`` with ``args``,
     appended through ``step_append`` (which classifies it), on-commit work executed."""
     actor = Actor.for_user(user)
-    with capture(execute=True):
-        run = run_create(actor=actor, agent="client", goal=f"call {tool}")
+    run = make_run(user, agent="client", goal=f"call {tool}", capture=capture)
     with capture(execute=True):
         step = step_append(actor=actor, run_id=run.pk, tool=tool, args=args, executor="client")
     return Run.objects.get(pk=run.pk), Step.objects.get(pk=step.pk)

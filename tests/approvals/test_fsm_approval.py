@@ -11,7 +11,8 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.policy import ApprovalPolicy
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import RunStatus, StepStatus
+from testsupport.factories import run_row
 
 pytestmark = pytest.mark.django_db
 
@@ -36,18 +37,16 @@ FORBIDDEN = [
 
 def make_approval(status: str) -> ApprovalRequest:
     # Direct assignment of the protected status is forbidden, so the row is created in it.
-    run = Run.objects.create(goal="fsm", agent="plan", status=RunStatus.WAITING, gate="approval")
-    step = Step.objects.create(
-        run=run,
-        index=0,
-        tool="send_email",
-        args_hash="0" * 64,
-        idempotency_key=f"{run.pk}:0:send_email:{'0' * 64}",
-        risk="high",
-        gate="approval",
-        gate_params=POLICY.as_json(),
-        status=StepStatus.WAITING,
-    )
+    waiting = {
+        "tool": "send_email",
+        "args_hash": "0" * 64,
+        "risk": "high",
+        "gate": "approval",
+        "gate_params": POLICY.as_json(),
+        "status": StepStatus.WAITING,
+    }
+    run = run_row(RunStatus.WAITING, gate="approval", steps=[waiting])
+    step = run.steps.get()
     return ApprovalRequest.objects.create(
         step=step,
         run=run,

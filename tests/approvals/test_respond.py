@@ -12,8 +12,8 @@ from agentops.errors import InvalidInput
 from approvals.models import ApprovalRequest, ApprovalStatus, Decision
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from runs.control.create import run_create
 from runs.models import Run, RunStatus, StepStatus
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -24,8 +24,8 @@ ANSWER = "Use the billing address on file, not this one."
 
 @pytest.fixture
 def client_approval(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(actor=Actor.for_user(operator), agent="client", goal="g", steps=[MAIL])
+    capture = django_capture_on_commit_callbacks
+    run = make_run(operator, agent="client", goal="g", steps=[MAIL], capture=capture)
     return ApprovalRequest.objects.get(run=run)
 
 

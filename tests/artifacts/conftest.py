@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.models import Run
+from testsupport.factories import make_run
 
 ARTIFACTS_URL = "/api/v1/artifacts/"
 PNG = bytes.fromhex(
@@ -41,8 +40,9 @@ def artifact_dir(settings, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="write a report")
+    return make_run(
+        operator, agent="client", goal="write a report", capture=django_capture_on_commit_callbacks
+    )
 
 
 def upload(

@@ -12,23 +12,18 @@ from django.utils import timezone
 from agentops.actors import Actor
 from artifacts.models import Artifact
 from artifacts.services import artifact_upload
-from runs.control.create import run_create
 from runs.models import RetentionAction, RetentionPolicy, Run, Step
 from runs.retention import retention_purge
 from tests.artifacts.conftest import stored_files
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 def finished_run_with_artifacts(operator, capture, *, days_ago: int) -> Run:
     """A finished plan run of three steps with an artifact of the run and one of each step."""
-    with capture(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="old",
-            steps=[{"tool": "echo", "args": {"value": i}} for i in range(3)],
-        )
+    steps = [{"tool": "echo", "args": {"value": i}} for i in range(3)]
+    run = make_run(operator, goal="old", steps=steps, capture=capture)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(days=days_ago))
     for step_id in [None, *Step.objects.filter(run=run).values_list("pk", flat=True)]:
         artifact_upload(

@@ -20,6 +20,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from runs.control.create import run_create
 from runs.models import Run
 from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
+from testsupport.factories import make_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -27,12 +28,8 @@ REASON = 'Wrong recipient — not <ops@example.com>; see ticket #42 & "refund" p
 
 
 def mail_run(user: Any, goal: str, to: str = "ops@example.com") -> ApprovalRequest:
-    run = run_create(
-        actor=Actor.for_user(user),
-        agent="plan",
-        goal=goal,
-        steps=[{"tool": "send_email", "args": {"to": [to], "subject": goal, "body": "b"}}],
-    )
+    email = {"to": [to], "subject": goal, "body": "b"}
+    run = make_run(user, goal=goal, steps=[{"tool": "send_email", "args": email}])
     return Run.objects.get(pk=run.pk).approvals.get()
 
 

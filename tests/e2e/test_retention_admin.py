@@ -13,32 +13,30 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from agentops.actors import Actor
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.selectors import chain_verify
-from runs.control.create import run_create
 from runs.models import RetentionPolicy, RetentionPurge, Run, Step
 from tests.conftest import wait_for
 from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
-from testsupport.factories import EMAIL_ARGS, make_user
+from testsupport.factories import EMAIL_ARGS, make_run, make_user
 
 pytestmark = pytest.mark.e2e
 
 CALCULATE = {"tool": "calculate", "args": {"expression": "2+2"}}
 
 
-def _run(operator, goal: str, steps: list[dict]) -> Run:
-    return run_create(actor=Actor.for_user(operator), agent="plan", goal=goal, steps=steps)
-
-
 def test_admin_previews_and_runs_a_policy_and_the_waiting_run_stays(
     worker, asgi_server, operator, chromium
 ):
     make_user("ada", superuser=True)
-    old = [_run(operator, f"old report {i}", [CALCULATE] * (i + 2)) for i in range(2)]
-    recent = _run(operator, "recent report", [CALCULATE])
-    waiting = _run(
-        operator, "mail the customer", [CALCULATE, {"tool": "send_email", "args": EMAIL_ARGS}]
+    old = [
+        make_run(operator, goal=f"old report {i}", steps=[CALCULATE] * (i + 2)) for i in range(2)
+    ]
+    recent = make_run(operator, goal="recent report", steps=[CALCULATE])
+    waiting = make_run(
+        operator,
+        goal="mail the customer",
+        steps=[CALCULATE, {"tool": "send_email", "args": EMAIL_ARGS}],
     )
     wait_for(
         lambda: (

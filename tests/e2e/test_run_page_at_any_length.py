@@ -21,7 +21,7 @@ from projects.roles import Role
 from runs.control.create import run_create
 from runs.models import Run
 from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 from testsupport.long_runs import add_steps
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -47,7 +47,7 @@ class Runs:
 
 
 def _client_run(olivia: Any, goal: str, count: int) -> Run:
-    run = run_create(actor=Actor.for_user(olivia), agent="client", goal=goal)
+    run = make_run(olivia, agent="client", goal=goal)
     add_steps(run=run, count=count, value=RECORD, start=START)
     return run
 

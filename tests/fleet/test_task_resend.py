@@ -10,13 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops import celery_app
-from agentops.actors import Actor
 from audit.models import AuditEvent
 from fleet.models import TaskRecord, TaskState
 from fleet.services import task_history_purge
 from projects.models import Project
-from runs.control.create import run_create
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -66,10 +64,8 @@ def record(*, run=None, state=TaskState.FAILURE, name="runs.advance_run", call=N
 def runs(operator):
     beta = Project.objects.create(slug="beta", name="Beta")
     beth = make_user("beth", "operator", project=beta)
-    mine = run_create(actor=Actor.for_user(operator), agent="plan", goal="g", steps=[CALCULATE])
-    theirs = run_create(
-        actor=Actor.for_user(beth), agent="plan", goal="g", steps=[CALCULATE], project=beta
-    )
+    mine = make_run(operator, goal="g", steps=[CALCULATE])
+    theirs = make_run(beth, goal="g", steps=[CALCULATE], project=beta)
     return mine, theirs, beth
 
 

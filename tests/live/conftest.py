@@ -18,10 +18,9 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agentops.actors import Actor
 from audit import live
 from projects.services import project_default
-from runs.control.create import run_create
+from testsupport.factories import make_run
 from web.asgi import application
 
 ORIGIN = (b"origin", b"http://localhost")
@@ -115,9 +114,7 @@ def create_run(user: Any, steps: list[dict], project: Any = None) -> Any:
     """A plan run created (and advanced, Celery being eager) through the service in
     ``project`` (default: the default project); its events are all sent before this returns,
     so a client connecting next gets none of them live."""
-    run = run_create(
-        actor=Actor.for_user(user), agent="plan", goal="live test", steps=steps, project=project
-    )
+    run = make_run(user, goal="live test", steps=steps, project=project)
     live.flush()
     return run
 

@@ -3,9 +3,8 @@
 import pytest
 from django.test import Client
 
-from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.models import Run, RunStatus
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -15,9 +14,7 @@ STEPS = [{"tool": "echo", "args": {"value": 1}}, {"tool": "calculate", "args": {
 
 @pytest.fixture
 def finished(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(actor=Actor.for_user(operator), agent="plan", goal="g", steps=STEPS)
-    return run
+    return make_run(operator, goal="g", steps=STEPS, capture=django_capture_on_commit_callbacks)
 
 
 def client_for(user) -> Client:

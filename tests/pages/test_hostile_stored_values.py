@@ -14,7 +14,6 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from agentops.actors import Actor
 from agentops.json_view import (
     COPY_BUTTON,
     JSON_TREE_MAX_CHARS,
@@ -22,10 +21,9 @@ from agentops.json_view import (
     PRETTY_JSON_MAX_CHARS,
 )
 from projects.models import Project
-from runs.control.create import run_create
 from runs.models import Run, Step
 from tests.pages.conftest import CALCULATE, SEND_EMAIL
-from testsupport.factories import plan_run
+from testsupport.factories import make_run, plan_run
 
 pytestmark = pytest.mark.django_db
 
@@ -182,13 +180,7 @@ def test_another_projects_run_named_in_metadata_shows_no_fork(
 
 def _run_with_metadata(operator: Any, metadata: dict[str, Any]) -> Run:
     """A plan run whose client wrote ``metadata``, its send_email step #0 awaiting approval."""
-    return run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="forged fork",
-        steps=[SEND_EMAIL],
-        metadata=metadata,
-    )
+    return make_run(operator, goal="forged fork", steps=[SEND_EMAIL], metadata=metadata)
 
 
 def _assert_no_fork_shown(reviewer: Any, run: Run) -> str:

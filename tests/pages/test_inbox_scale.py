@@ -3,9 +3,8 @@
 import pytest
 from django.test import Client
 
-from agentops.actors import Actor
 from approvals.models import ApprovalRequest
-from runs.control.create import run_create
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +15,7 @@ def waiting_runs(operator, capture, *, count: int, earlier: int) -> None:
     steps = [{"tool": "echo", "args": {"value": i}} for i in range(earlier)] + [MAIL]
     with capture(execute=True):
         for _ in range(count):
-            run_create(actor=Actor.for_user(operator), agent="plan", goal="g", steps=steps)
+            make_run(operator, goal="g", steps=steps)
 
 
 def test_the_inbox_shows_the_last_ten_earlier_results(

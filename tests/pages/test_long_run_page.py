@@ -13,12 +13,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agentops.actors import Actor
 from agentops.json_view import COPY_BUTTON
-from runs.control.create import run_create
 from runs.models import ModelCall, Run
 from runs.run_page import STEPS_OPEN
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 from testsupport.long_runs import MODEL_EVERY, add_steps, status_of
 
 pytestmark = pytest.mark.django_db
@@ -28,8 +26,7 @@ RECORD = {"reservation": {"id": "ZFA04Y", "legs": ["LAS-IAH", "IAH-LAS"]}, "note
 
 
 def long_run(operator: Any, capture: Any, count: int) -> Run:
-    with capture(execute=True):
-        run = run_create(actor=Actor.for_user(operator), agent="client", goal=f"{count} steps")
+    run = make_run(operator, agent="client", goal=f"{count} steps", capture=capture)
     add_steps(run=run, count=count, value=RECORD, start=START)
     return run
 

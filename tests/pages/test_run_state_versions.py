@@ -13,12 +13,12 @@ from django.urls import reverse
 from agentops.actors import Actor
 from projects.models import Project
 from projects.roles import Role
-from runs.control.create import run_create, step_append
+from runs.control.create import step_append
 from runs.control.state import run_state_write
 from runs.executor.client import step_report
 from runs.models import Executor, Run
 from runs.state_views import DIFF_ROWS_SHOWN, STATE_VERSIONS_SHOWN
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +29,9 @@ def _diff_rows(html: str) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def client_run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="remember")
+    return make_run(
+        operator, agent="client", goal="remember", capture=django_capture_on_commit_callbacks
+    )
 
 
 def put(operator: Any, run: Run, base: int, state: Any, **options: Any) -> None:

@@ -9,9 +9,9 @@ from agentops.actors import Actor
 from agentops.errors import Conflict
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel, run_resume
 from runs.models import Run, RunStatus, StepStatus, ToolCall
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -21,12 +21,7 @@ EMAIL = {"to": ["customer@example.com"], "subject": "Hello", "body": "Hi."}
 
 def create(operator, steps, capture=None) -> Run:
     """A plan run; started (on-commit work executed) only when ``capture`` is given."""
-    actor = Actor.for_user(operator)
-    if capture is None:
-        run = run_create(actor=actor, agent="plan", goal="test", steps=steps)
-    else:
-        with capture(execute=True):
-            run = run_create(actor=actor, agent="plan", goal="test", steps=steps)
+    run = make_run(operator, goal="test", steps=steps, capture=capture)
     return Run.objects.get(pk=run.pk)
 
 

@@ -22,7 +22,6 @@ from agentops.actors import Actor
 from audit.models import AuditEvent, run_chain
 from audit.selectors import chain_verify
 from audit.services import audit_record, audited_atomic
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.executor.entry import run_advance
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus, ToolCall
@@ -30,6 +29,7 @@ from runs.statuses import CallStatus
 from runs.store import step as step_store
 from runs.tools import ToolContext, register
 from runs.transitions import lock_run, save_run
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,7 +104,7 @@ def meddled_run(operator: Any, change: str, *, at: int = 1, steps: int = 4) -> R
     """A plan run of ``steps`` echo steps but the one at ``at``, which makes ``change``."""
     plan: list[dict[str, Any]] = [{"tool": "echo", "args": {"value": 1}}] * steps
     plan[at] = {"tool": "test_meddle", "args": {"change": change, "at": at}}
-    run = run_create(actor=Actor.for_user(operator), agent="plan", goal="meddled", steps=plan)
+    run = make_run(operator, goal="meddled", steps=plan)
     run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     return Run.objects.get(pk=run.pk)
 

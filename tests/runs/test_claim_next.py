@@ -11,20 +11,13 @@ import pytest
 from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.selectors import chain_verify
-from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import RunStatus, StepStatus
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 ECHO = {"tool": "echo", "args": {"value": 1}}
-
-
-def created_run(operator, capture, steps):
-    with capture(execute=False):
-        return run_create(
-            actor=Actor.for_user(operator), agent="plan", goal="claim next", steps=steps
-        )
 
 
 def statuses(run):
@@ -34,7 +27,7 @@ def statuses(run):
 def test_a_worker_runs_the_next_steps_itself_without_broker_messages(
     operator, django_capture_on_commit_callbacks
 ):
-    run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 3)
+    run = make_run(operator, goal="claim next", steps=[ECHO] * 3)
     with django_capture_on_commit_callbacks(execute=False):
         run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     run.refresh_from_db()
@@ -54,7 +47,7 @@ def test_past_its_time_slice_a_worker_sends_the_next_step_to_the_queue(
     operator, django_capture_on_commit_callbacks, settings
 ):
     settings.AGENTOPS_CLAIM_NEXT_SECONDS = 0
-    run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 3)
+    run = make_run(operator, goal="claim next", steps=[ECHO] * 3)
     with django_capture_on_commit_callbacks(execute=False):
         run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     # Step 1 waits in the queue for its (here dropped) message; the sweeper re-sends one.
@@ -65,7 +58,7 @@ def test_a_step_that_needs_a_reviewer_stops_the_worker(
     operator, django_capture_on_commit_callbacks
 ):
     email = {"tool": "send_email", "args": {"to": ["a@example.com"], "subject": "s", "body": "b"}}
-    run = created_run(operator, django_capture_on_commit_callbacks, [ECHO, email, ECHO])
+    run = make_run(operator, goal="claim next", steps=[ECHO, email, ECHO])
     with django_capture_on_commit_callbacks(execute=False):
         run_advance(run_id=run.pk, actor=Actor.worker(), execute=True)
     run.refresh_from_db()
@@ -80,7 +73,7 @@ def test_a_step_that_needs_a_reviewer_stops_the_worker(
 def test_advancing_without_execute_only_queues_the_next_step(
     operator, django_capture_on_commit_callbacks
 ):
-    run = created_run(operator, django_capture_on_commit_callbacks, [ECHO] * 2)
+    run = make_run(operator, goal="claim next", steps=[ECHO] * 2)
     with django_capture_on_commit_callbacks(execute=False):
         run_advance(run_id=run.pk, actor=Actor.system())
     assert statuses(run) == [StepStatus.QUEUED, StepStatus.PENDING]

@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 
-from agentops.actors import Actor
 from approvals.models import ApprovalRequest
-from runs.control.create import run_create
 from runs.models import Run, Step
 from runs.tools import schema_invalid, schema_problem
 from runs.tools.schemas import MAX_SCHEMA_DEPTH
 from tests.api.conftest import approval_url, run_url, token_client
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -69,8 +68,9 @@ def api(operator):
 
 @pytest.fixture
 def run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="airline desk")
+    return make_run(
+        operator, agent="client", goal="airline desk", capture=django_capture_on_commit_callbacks
+    )
 
 
 def append(api, run: Run, schema: Any, args: Any, tool: str = "lookup"):

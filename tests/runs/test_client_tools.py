@@ -13,6 +13,7 @@ from approvals.models import ApprovalRequest
 from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step, StepAttempt, StepStatus, ToolCall
 from tests.api.conftest import approval_url, run_url, token_client
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -37,8 +38,9 @@ def reviewer_api(reviewer):
 
 @pytest.fixture
 def run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="airline desk")
+    return make_run(
+        operator, agent="client", goal="airline desk", capture=django_capture_on_commit_callbacks
+    )
 
 
 def step_url(run: Run, step_id: int, action: str = "") -> str:

@@ -16,8 +16,9 @@ import pytest
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
 from agentops.clock import DatabaseNow, database_now
-from runs.executor.claim import claim_step, step_heartbeat
+from runs.executor.claim import claim_step
 from runs.executor.entry import step_execute, step_retry_due
+from runs.executor.record import step_heartbeat
 from runs.models import Step, StepStatus
 from runs.recovery import sweep
 from tests.runs.test_lost_worker_recovery import queued_step

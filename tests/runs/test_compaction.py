@@ -13,7 +13,7 @@ from audit.models import AuditEvent
 from runs.context_selectors import active_context
 from runs.control.compaction import load_summarizer, run_compact
 from runs.control.conversation import run_messages_append
-from runs.control.create import run_create, step_append
+from runs.control.create import step_append
 from runs.control.fork import run_fork
 from runs.control.lifecycle import run_cancel
 from runs.models import Compaction, Message, Run
@@ -21,6 +21,7 @@ from runs.models.conversation import estimate_tokens
 from runs.selectors import run_conversation
 from runs.summarizers import Summary
 from tests.api.conftest import run_url, token_client
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -36,10 +37,10 @@ def actor(operator) -> Actor:
 
 
 @pytest.fixture
-def talked(actor, django_capture_on_commit_callbacks) -> Run:
+def talked(operator, actor, django_capture_on_commit_callbacks) -> Run:
     """A client run with the ten ``MESSAGES`` (positions 0 to 9)."""
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(actor=actor, agent="client", goal="talk")
+    capture = django_capture_on_commit_callbacks
+    run = make_run(operator, agent="client", goal="talk", capture=capture, via_api=True)
     run_messages_append(actor=actor, run_id=run.pk, messages=MESSAGES)
     return run
 

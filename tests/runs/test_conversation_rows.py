@@ -28,12 +28,6 @@ def actor(operator) -> Actor:
     return Actor.for_user(operator, via_api=True)
 
 
-@pytest.fixture
-def client_run(actor, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=actor, agent="client", goal="talk")
-
-
 def said(text: str) -> dict:
     return {"role": "user", "content": text}
 

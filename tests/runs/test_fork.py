@@ -5,27 +5,26 @@ import pytest
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from runs.control.create import run_create
 from runs.control.fork import run_fork
 from runs.models import RunStatus, StepStatus
 from tests.tools import CALLS
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
 
 
 def finished_run(operator, capture):
-    with capture(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="three counts",
-            steps=[
-                {"tool": "test_count"},
-                {"tool": "test_count", "args": {"n": 2}},
-                {"tool": "calculate", "args": {"expression": "1+1"}},
-            ],
-        )
+    run = make_run(
+        operator,
+        goal="three counts",
+        steps=[
+            {"tool": "test_count"},
+            {"tool": "test_count", "args": {"n": 2}},
+            {"tool": "calculate", "args": {"expression": "1+1"}},
+        ],
+        capture=capture,
+    )
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
     return run

@@ -7,6 +7,7 @@ from django.db import transaction
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from runs.models import Run, RunStatus
+from testsupport.factories import run_row
 
 pytestmark = pytest.mark.django_db
 
@@ -46,18 +47,13 @@ FORBIDDEN = [
 ]
 
 
-def make_run(status: str) -> Run:
-    # Direct assignment of the protected status is forbidden, so the row is created in it.
-    return Run.objects.create(goal="fsm", agent="plan", status=status)
-
-
 def call(run: Run, method: str) -> None:
     getattr(run, method)(**KWARGS.get(method, {}))
 
 
 @pytest.mark.parametrize(("source", "method"), list(ALLOWED), ids=lambda v: str(v))
 def test_allowed_transition_moves_and_saves(source, method):
-    run = make_run(source)
+    run = run_row(source)
     call(run, method)
     run.save()
     assert Run.objects.get(pk=run.pk).status == ALLOWED[(source, method)]
@@ -65,7 +61,7 @@ def test_allowed_transition_moves_and_saves(source, method):
 
 @pytest.mark.parametrize(("source", "method"), FORBIDDEN, ids=lambda v: str(v))
 def test_forbidden_transition_raises(source, method):
-    run = make_run(source)
+    run = run_row(source)
     with pytest.raises(TransitionNotAllowed):
         call(run, method)
     assert run.status == source
@@ -79,14 +75,14 @@ def test_every_status_and_method_is_covered():
 
 
 def test_direct_assignment_of_status_is_refused():
-    run = make_run(RunStatus.QUEUED)
+    run = run_row(RunStatus.QUEUED)
     with pytest.raises(AttributeError):
         run.status = RunStatus.SUCCEEDED
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
 
 
 def test_second_of_two_concurrent_transitions_conflicts():
-    run = make_run(RunStatus.RUNNING)
+    run = run_row(RunStatus.RUNNING)
     first, second = Run.objects.get(pk=run.pk), Run.objects.get(pk=run.pk)
     first.succeed()
     first.save()

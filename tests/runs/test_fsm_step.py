@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
-from runs.models import Run, RunStatus, Step, StepStatus
+from runs.models import RunStatus, Step, StepStatus
+from testsupport.factories import run_row
 
 pytestmark = pytest.mark.django_db
 
@@ -82,18 +83,9 @@ FORBIDDEN = [
 
 
 def make_step(status: str) -> Step:
-    # Direct assignment of the protected status is forbidden, so the row is created in it.
-    run = Run.objects.create(goal="fsm", agent="plan", status=RunStatus.RUNNING)
-    return Step.objects.create(
-        run=run,
-        index=0,
-        tool="echo",
-        args={"value": 1},
-        args_hash="0" * 64,
-        idempotency_key=f"{run.pk}:0:echo:{'0' * 64}",
-        risk="low",
-        status=status,
-    )
+    # Direct assignment of the protected status is forbidden: the row is created in it.
+    step = {"args": {"value": 1}, "args_hash": "0" * 64, "risk": "low", "status": status}
+    return run_row(RunStatus.RUNNING, steps=[step]).steps.get()
 
 
 def call(step: Step, method: str) -> None:

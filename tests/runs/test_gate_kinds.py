@@ -18,7 +18,6 @@ from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.services import audited_atomic
 from runs import gates
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.executor.gates import gate_refused_locked, gate_satisfied_locked
 from runs.gates import Classification, StepRequest
@@ -27,6 +26,7 @@ from runs.recovery import sweep
 from runs.statuses import RunStatus, StepStatus
 from runs.transitions import lock_run, lock_step
 from tests.tools import CALLS
+from testsupport.factories import plan_run
 
 pytestmark = pytest.mark.django_db
 
@@ -98,18 +98,12 @@ def ticket_gate() -> Iterator[TicketGate]:
 @pytest.fixture
 def waiting_run(ticket_gate, operator, django_capture_on_commit_callbacks) -> Run:
     CALLS.clear()
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="ticketed",
-            steps=[
-                {"tool": "echo", "args": {"value": 1}},
-                {"tool": "test_count", "args": {"n": 1}},
-                {"tool": "echo", "args": {"value": 3}},
-            ],
-        )
-    return Run.objects.get(pk=run.pk)
+    steps = [
+        {"tool": "echo", "args": {"value": 1}},
+        {"tool": "test_count", "args": {"n": 1}},
+        {"tool": "echo", "args": {"value": 3}},
+    ]
+    return plan_run(operator, steps, capture=django_capture_on_commit_callbacks, goal="ticketed")
 
 
 def _decide(run: Run, *, yes: bool, capture: Any, **error: Any) -> None:

@@ -10,24 +10,18 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm import ConcurrentTransition
 
-from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
 from runs.store import rows
 from runs.transitions import save_run, save_step
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def run(operator, held_messages) -> Run:
-    return run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="guarded",
-        steps=[{"tool": "echo", "args": {"value": 1}}],
-    )
+    return make_run(operator, goal="guarded", steps=[{"tool": "echo", "args": {"value": 1}}])
 
 
 def _stored(model, pk):

@@ -11,25 +11,22 @@ from django.utils import timezone
 
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
-from runs.executor.claim import Claim, claim_step, step_heartbeat
+from runs.executor.claim import Claim, claim_step
 from runs.executor.entry import run_advance
 from runs.executor.ledger import ledger_settle
-from runs.executor.record import outcome_of, record_outcome
+from runs.executor.record import outcome_of, record_outcome, step_heartbeat
 from runs.models import AttemptStatus, CallStatus, RunStatus, Step, StepStatus, ToolCall
 from runs.recovery import sweep
 from tests.tools import CALLS
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 def queued_step(operator, capture, tool):
     """A run whose only step is queued, its execute message 'lost' (not executed)."""
-    with capture(execute=False):
-        run = run_create(
-            actor=Actor.for_user(operator), agent="plan", goal="t", steps=[{"tool": tool}]
-        )
+    run = make_run(operator, goal="t", steps=[{"tool": tool}])
     run_advance(run_id=run.pk, actor=Actor.system())
     step = run.steps.get()
     assert step.status == StepStatus.QUEUED

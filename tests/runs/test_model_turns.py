@@ -18,6 +18,7 @@ from runs.models import ModelCall, RetentionPolicy, Run
 from runs.retention import retention_purge
 from runs.selectors import run_conversation
 from tests.api.conftest import run_url, token_client
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -47,8 +48,9 @@ USAGE = {
 
 @pytest.fixture
 def client_run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="multiply")
+    return make_run(
+        operator, agent="client", goal="multiply", capture=django_capture_on_commit_callbacks
+    )
 
 
 def test_a_turn_appends_messages_and_adds_its_usage(

@@ -15,7 +15,7 @@ from runs.executor.entry import run_advance, step_execute
 from runs.models import RunStatus, StepStatus
 from tests.tools import CALLS
 from testsupport.concurrency import run_together
-from testsupport.factories import make_user
+from testsupport.factories import make_run, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,14 +49,8 @@ def test_two_workers_on_one_step_run_it_once(seeded, operator, held_messages):
 
 
 def pending_approval(operator):
-    run = run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="mail",
-        steps=[
-            {"tool": "send_email", "args": {"to": ["a@example.com"], "subject": "s", "body": "b"}}
-        ],
-    )
+    email = {"to": ["a@example.com"], "subject": "s", "body": "b"}
+    run = make_run(operator, goal="mail", steps=[{"tool": "send_email", "args": email}])
     run_advance(run_id=run.pk, actor=Actor.system())
     return ApprovalRequest.objects.get(run=run)
 

@@ -32,6 +32,7 @@ from runs.models import Run, Step, StepAttempt
 from runs.recovery import sweep
 from runs.statuses import AttemptStatus, RunStatus, StepStatus
 from tests.conftest import Worker
+from testsupport.factories import make_run
 from testsupport.processes import wait_until
 
 # Backoff of the retry test's worker: attempt 1's retry waits 1.5-3 s (equal jitter), more
@@ -85,10 +86,6 @@ def real_worker(
     worker.stop()
 
 
-def _run(operator, steps) -> Run:
-    return run_create(actor=Actor.for_user(operator), agent="plan", goal="real", steps=steps)
-
-
 def _ended(run: Run, timeout: float) -> Run:
     return wait_until(
         lambda: Run.objects.filter(pk=run.pk, status__in=["succeeded", "failed"]).first(),
@@ -104,7 +101,7 @@ def _ended(run: Run, timeout: float) -> Run:
     indirect=True,
 )
 def test_a_retry_waits_out_its_backoff(real_worker, operator):
-    run = _run(operator, [{"tool": "flaky", "args": {"failures": 1}}])
+    run = make_run(operator, goal="real", steps=[{"tool": "flaky", "args": {"failures": 1}}])
     assert _ended(run, 60).status == RunStatus.SUCCEEDED
     first, second = StepAttempt.objects.filter(step__run=run).order_by("number")
     (waiting,) = AuditEvent.objects.filter(run_id=run.pk, verb="step.waiting_retry")
@@ -122,7 +119,7 @@ def test_a_retry_waits_out_its_backoff(real_worker, operator):
 )
 def test_a_worker_killed_mid_step_is_recovered_after_its_lease(real_worker, operator, tmp_path):
     # test_slow sleeps 3 s; its lease is its 5 s timeout + 1 s.
-    run = _run(operator, [{"tool": "test_slow", "args": {}}])
+    run = make_run(operator, goal="real", steps=[{"tool": "test_slow", "args": {}}])
     step = wait_until(
         lambda: Step.objects.filter(run=run, status=StepStatus.RUNNING).first(), 30, "a claim"
     )
@@ -164,12 +161,14 @@ def test_a_rolled_back_transaction_sends_no_wake_up_and_no_live_event(
     channel = asyncio.run(subscribe())
     try:
         with transaction.atomic():
-            _run(operator, [{"tool": "echo", "args": {"value": "rolled back"}}])
+            make_run(
+                operator, goal="real", steps=[{"tool": "echo", "args": {"value": "rolled back"}}]
+            )
             transaction.set_rollback(True)
         assert broker.llen("celery") == 0
         assert not Run.objects.exists()
         # A committed run after it: its wake-up and events are the first to arrive.
-        kept = _run(operator, [{"tool": "echo", "args": {"value": "kept"}}])
+        kept = make_run(operator, goal="real", steps=[{"tool": "echo", "args": {"value": "kept"}}])
         live.flush()
         assert broker.llen("celery") == 1
         message = asyncio.run(asyncio.wait_for(layer.receive(channel), 10))

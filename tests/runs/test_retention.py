@@ -16,7 +16,7 @@ from runs.control.create import run_create
 from runs.control.lifecycle import run_cancel
 from runs.models import Checkpoint, RetentionPolicy, Run, Step, StepAttempt, ToolCall
 from runs.retention import retention_purge
-from testsupport.factories import run_awaiting_approval
+from testsupport.factories import make_run, run_awaiting_approval
 
 pytestmark = pytest.mark.django_db
 
@@ -24,8 +24,7 @@ STEPS = [{"tool": "echo", "args": {"value": i}} for i in range(5)]
 
 
 def finished_run(operator, capture, *, days_ago: int, steps=STEPS) -> Run:
-    with capture(execute=True):
-        run = run_create(actor=Actor.for_user(operator), agent="plan", goal="old", steps=steps)
+    run = make_run(operator, goal="old", steps=steps, capture=capture)
     Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(days=days_ago))
     return run
 

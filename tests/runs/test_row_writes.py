@@ -32,7 +32,7 @@ from runs.executor.entry import run_advance
 from runs.models import Run, Step
 from runs.recovery import sweep
 from runs.statuses import RunStatus, StepStatus
-from runs.store import rows
+from runs.store import writes
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ SAMPLE_ARGUMENTS: dict[str, Any] = {
     "tool_error": True,
     "gate": "approval",
 }
-# Never written by ``rows.update`` through the declaration: ``updated_at`` is written as an
+# Never written by ``writes.update`` through the declaration: ``updated_at`` is written as an
 # ``auto_now`` field with every update.
 WRITTEN_ANYWAY = {"updated_at"}
 
@@ -69,7 +69,7 @@ def _transitions(model: type[Run] | type[Step]) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("model", [Run, Step], ids=lambda m: m.__name__)
 def test_every_field_a_transition_changes_is_declared(model):
-    declared = set(rows.updated_fields(model)) | WRITTEN_ANYWAY
+    declared = set(writes.updated_fields(model)) | WRITTEN_ANYWAY
     transitions = _transitions(model)
     assert len(transitions) >= 8
     for source, name in transitions:
@@ -87,9 +87,9 @@ def test_every_field_a_transition_changes_is_declared(model):
 
 @pytest.fixture
 def read_back(monkeypatch):
-    """Wrap ``rows.update`` so every fast-path write is checked against the row read back
+    """Wrap ``writes.update`` so every fast-path write is checked against the row read back
     through the ORM; returns the list of (model, fields that changed) it saw."""
-    real_update = rows.update
+    real_update = writes.update
     seen: list[tuple[str, str]] = []
 
     def checked_update(obj: Any, *, guard: dict[str, Any]) -> None:
@@ -109,7 +109,7 @@ def read_back(monkeypatch):
         assert not differing, f"{type(obj).__name__} {obj.pk}: {differing} not written"
         seen.append((type(obj).__name__, str(obj.status)))
 
-    monkeypatch.setattr(rows, "update", checked_update)
+    monkeypatch.setattr(writes, "update", checked_update)
     return seen
 
 

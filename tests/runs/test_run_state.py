@@ -49,12 +49,6 @@ def actor(operator) -> Actor:
     return Actor.for_user(operator, via_api=True)
 
 
-@pytest.fixture
-def client_run(actor, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=actor, agent="client", goal="remember")
-
-
 def write(actor: Actor, run: Run, base: int, operation: Any, document: Any, **options: Any) -> Any:
     return run_state_write(
         run_id=run.pk,

@@ -18,11 +18,11 @@ from django.utils import timezone
 import tests.tools  # noqa: F401  (registers the test tools)
 from agentops import celery_app
 from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.models import CallStatus, Run, Step, StepAttempt, ToolCall
 from runs.recovery import sweep
 from runs.statuses import AttemptStatus, RunStatus, StepStatus
 from tests.conftest import Worker
+from testsupport.factories import make_run
 from testsupport.processes import child_pids, wait_until
 
 pytestmark = pytest.mark.worker
@@ -48,10 +48,6 @@ def start_worker(
         worker.stop()
 
 
-def _run(operator, step: dict) -> Run:
-    return run_create(actor=Actor.for_user(operator), agent="plan", goal="t", steps=[step])
-
-
 def _ended(run: Run) -> Run:
     return wait_until(
         lambda: Run.objects.filter(pk=run.pk, status__in=["succeeded", "failed"]).first(),
@@ -67,7 +63,7 @@ def _pid(attempt: StepAttempt) -> int:
 
 def _echo_pid(operator, worker: Worker) -> int:
     """Run a one-step run on ``worker``; the pool process that ran it, one of its children."""
-    run = _ended(_run(operator, {"tool": "echo", "args": {"value": "ok"}}))
+    run = _ended(make_run(operator, goal="t", steps=[{"tool": "echo", "args": {"value": "ok"}}]))
     assert run.status == RunStatus.SUCCEEDED
     pid = _pid(StepAttempt.objects.get(step__run=run))
     assert child_pids(worker.pid) == [pid]
@@ -78,7 +74,7 @@ def test_a_tool_spinning_past_its_timeout_has_its_pool_process_replaced(start_wo
     worker = start_worker(AGENTOPS_RUNAWAY_GRACE_SECONDS="1")
     first = _echo_pid(operator, worker)
 
-    run = _ended(_run(operator, {"tool": "test_spin", "args": {}}))
+    run = _ended(make_run(operator, goal="t", steps=[{"tool": "test_spin", "args": {}}]))
     step = Step.objects.get(run=run)
     assert (run.status, step.status) == (RunStatus.FAILED, StepStatus.FAILED)
     assert (step.error["type"], step.error["outcome_unknown"]) == ("timeout", True)
@@ -102,7 +98,9 @@ def test_a_tool_stuck_holding_the_gil_is_killed_at_the_hard_limit_and_not_repeat
     worker = start_worker(AGENTOPS_TASK_HARD_LIMIT_SECONDS="3", AGENTOPS_LEASE_MARGIN_SECONDS="1")
     first = _echo_pid(operator, worker)
 
-    run = _run(operator, {"tool": "test_send_stuck", "args": {"path": str(calls)}})
+    run = make_run(
+        operator, goal="t", steps=[{"tool": "test_send_stuck", "args": {"path": str(calls)}}]
+    )
     step = wait_until(
         lambda: Step.objects.filter(run=run, status=StepStatus.RUNNING).first(), 60, "a claim"
     )

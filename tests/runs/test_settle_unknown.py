@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.actors import Actor
 from audit.models import AuditEvent
-from runs.control.create import run_create
 from runs.models import Run, RunStatus, ToolCall
 from tests.api.conftest import token_client
 from tests.runs.test_client_tools import append, report, step_url
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +24,9 @@ def api(operator):
 
 @pytest.fixture
 def run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="quotes")
+    return make_run(
+        operator, agent="client", goal="quotes", capture=django_capture_on_commit_callbacks
+    )
 
 
 @pytest.fixture

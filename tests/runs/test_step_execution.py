@@ -3,21 +3,16 @@
 import pytest
 
 import tests.tools  # noqa: F401  (registers the test tools)
-from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.models import RunStatus, StepStatus, ToolCall
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 def start(operator, capture, *steps):
-    with capture(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="t",
-            steps=[{"tool": tool, "args": {}} for tool in steps],
-        )
+    run = make_run(
+        operator, goal="t", steps=[{"tool": tool, "args": {}} for tool in steps], capture=capture
+    )
     run.refresh_from_db()
     return run
 

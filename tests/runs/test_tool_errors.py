@@ -9,13 +9,11 @@ from typing import Any
 import pytest
 
 import tests.tools  # noqa: F401  (registers test_refusing)
-from agentops.actors import Actor
 from audit.models import AuditEvent
-from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step, StepStatus, ToolCall
 from runs.tools import ErrorPrefix, declare_error_form, tool_error_of
 from tests.api.conftest import RUNS_URL, run_url, token_client
-from testsupport.factories import plan_run
+from testsupport.factories import make_run, plan_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -30,8 +28,9 @@ def api(operator):
 
 @pytest.fixture
 def run(operator, django_capture_on_commit_callbacks) -> Run:
-    with django_capture_on_commit_callbacks(execute=True):
-        return run_create(actor=Actor.for_user(operator), agent="client", goal="airline desk")
+    return make_run(
+        operator, agent="client", goal="airline desk", capture=django_capture_on_commit_callbacks
+    )
 
 
 def step_url(run: Run, step_id: int, action: str = "") -> str:

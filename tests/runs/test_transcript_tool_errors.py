@@ -15,10 +15,10 @@ from agentops.actors import Actor
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from runs.control.create import run_create
 from runs.models import Run, RunStatus, StepStatus
 from tests.api.conftest import run_url, token_client
 from tests.conftest import DATA_DIR
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -38,13 +38,13 @@ TOOLS = [
 def start(operator, capture) -> Run:
     item = json.loads((DATA_DIR / "trajectories.json").read_text())[CONVERSATION]
     assert (item["task_id"], item["trial"]) == (0, 1)
-    with capture(execute=True):
-        return run_create(
-            actor=Actor.for_user(operator),
-            agent="transcript",
-            goal="Task 0, trial 1",
-            transcript=item["traj"],
-        )
+    return make_run(
+        operator,
+        agent="transcript",
+        goal="Task 0, trial 1",
+        transcript=item["traj"],
+        capture=capture,
+    )
 
 
 def approve_next(run: Run, reviewer, capture) -> None:

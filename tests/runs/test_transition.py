@@ -11,10 +11,10 @@ from django_fsm import ConcurrentTransition
 from agentops.actors import Actor
 from audit.models import AuditEvent
 from audit.services import audited_atomic
-from runs.control.create import run_create
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
 from runs.transitions import lock_run, lock_step, transition
+from testsupport.factories import make_run
 from testsupport.state import assert_unchanged
 
 pytestmark = pytest.mark.django_db
@@ -22,12 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(operator, held_messages) -> Run:
-    return run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="transition",
-        steps=[{"tool": "echo", "args": {"value": 1}}],
-    )
+    return make_run(operator, goal="transition", steps=[{"tool": "echo", "args": {"value": 1}}])
 
 
 def test_a_step_transition_takes_its_old_status_writes_it_and_audits_it(run):

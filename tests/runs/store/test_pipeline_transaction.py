@@ -15,9 +15,10 @@ from agentops.actors import Actor
 from runs import wakeups
 from runs.control.create import run_create
 from runs.models import Checkpoint, Run, Step, StepStatus
-from runs.store import inserts, pipeline, rows
+from runs.store import inserts, pipeline, rows, writes
 from runs.store.transaction import pipelined_atomic
 from tests.agentops.costs import client_call, recorded_run
+from testsupport.factories import make_run
 from testsupport.roundtrips import round_trips
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,11 +28,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def run(operator):
     """A run of two steps, which tasks run at once here: its checkpoints are removed and its
     steps made pending again, rows for the tests to write."""
-    made = run_create(
-        actor=Actor.for_user(operator),
-        agent="plan",
-        goal="own transaction",
-        steps=[{"tool": "echo", "args": {"value": 1}}] * 2,
+    made = make_run(
+        operator, goal="own transaction", steps=[{"tool": "echo", "args": {"value": 1}}] * 2
     )
     Checkpoint.objects.filter(run=made).delete()
     Step.objects.filter(run=made).update(status=StepStatus.PENDING)
@@ -106,7 +104,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
         with pipelined_atomic():
             inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
             for pk in (first.pk, second.pk):
-                rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+                writes.update(loaded[pk], guard={"status": StepStatus.PENDING})
 
     with pytest.raises(ConcurrentTransition):
         write_both()
@@ -117,7 +115,7 @@ def test_a_failed_guard_fails_the_commit_in_the_same_round_trip_and_writes_nothi
     assert connection_is_idle()
     # The connection goes on as before: the next transaction commits.
     with pipelined_atomic():
-        rows.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
+        writes.update(loaded[first.pk], guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=first.pk).status == StepStatus.QUEUED
 
 

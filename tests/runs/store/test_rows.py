@@ -11,23 +11,21 @@ from django.test.utils import CaptureQueriesContext
 from django_fsm import ConcurrentTransition
 
 from agentops.actors import Actor
-from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepAttempt, StepStatus, ToolCall
-from runs.store import inserts, rows
+from runs.store import inserts, rows, writes
+from testsupport.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        return run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="rows",
-            steps=[{"tool": "echo", "args": {"value": {"nested": [1, "two"]}}}] * 2,
-        )
+def run(operator):
+    return make_run(
+        operator,
+        goal="rows",
+        steps=[{"tool": "echo", "args": {"value": {"nested": [1, "two"]}}}] * 2,
+    )
 
 
 def test_a_selected_row_equals_the_orm_instance(run):
@@ -42,7 +40,7 @@ def test_a_selected_row_equals_the_orm_instance(run):
 
 
 def _instance_state(obj):
-    found = {k: v for k, v in obj.__dict__.items() if k not in ("_state", rows._LOADED)}
+    found = {k: v for k, v in obj.__dict__.items() if k not in ("_state", rows.LOADED)}
     return found, (obj._state.adding, obj._state.db)
 
 
@@ -107,7 +105,7 @@ def test_update_writes_the_declared_fields_and_updated_at_only(run):
     step.enqueue()
     step.rationale = "not written"  # fixed after insert: not in Step.UPDATED_FIELDS
     with transaction.atomic():
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     stored = Step.objects.get(pk=step.pk)
     assert stored.status == StepStatus.QUEUED
     assert stored.rationale == ""
@@ -117,14 +115,14 @@ def test_update_writes_the_declared_fields_and_updated_at_only(run):
 
 
 def test_fsm_saved_state_is_recorded_on_the_installed_django_fsm(run):
-    """Fails on a django-fsm-2 release ``rows.fsm_record_saved`` was not written for: check
+    """Fails on a django-fsm-2 release ``writes.fsm_record_saved`` was not written for: check
     that ``ConcurrentTransitionMixin.save`` still calls ``_update_initial_state`` and guards
     on what it recorded, then add the release to ``FSM_SAVED_STATE_RELEASES``."""
-    assert importlib.metadata.version("django-fsm-2").startswith(rows.FSM_SAVED_STATE_RELEASES)
+    assert importlib.metadata.version("django-fsm-2").startswith(writes.FSM_SAVED_STATE_RELEASES)
     step = rows.get(Step, run.steps.first().pk)
     step.enqueue()
     with CaptureQueriesContext(connection) as queries:
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     assert len(queries) == 1, "the statuses were read back: the release is not supported"
     Step.objects.filter(pk=step.pk).update(status=StepStatus.RUNNING)
     with pytest.raises(ConcurrentTransition):
@@ -135,14 +133,14 @@ def test_after_mark_saved_an_update_writes_only_what_changed_since(run):
     step = rows.get(Step, run.steps.first().pk)
     step.enqueue()
     with transaction.atomic():
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     rows.mark_saved(step)
     # Changed by someone else after the save: the next update, which does not change it,
     # keeps theirs (without the record it would write back the instance's "").
     Step.objects.filter(pk=step.pk).update(lease_owner="someone")
     step.result = {"kept": True}
     with transaction.atomic():
-        rows.update(step, guard={"status": StepStatus.QUEUED})
+        writes.update(step, guard={"status": StepStatus.QUEUED})
     stored = Step.objects.get(pk=step.pk)
     assert (stored.lease_owner, stored.result) == ("someone", {"kept": True})
 
@@ -151,11 +149,11 @@ def test_after_mark_saved_a_json_value_changed_in_place_is_written(run):
     step = rows.get(Step, run.steps.first().pk)
     step.result = {"n": [1]}
     with transaction.atomic():
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     rows.mark_saved(step)
     step.result["n"].append(2)
     with transaction.atomic():
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=step.pk).result == {"n": [1, 2]}
 
 
@@ -167,11 +165,11 @@ def test_a_clone_changes_without_its_original(run):
     assert (step.status, step.lease_owner) == (StepStatus.PENDING, "")
     assert twin._state is not step._state
     with transaction.atomic():
-        rows.update(twin, guard={"status": StepStatus.PENDING})
+        writes.update(twin, guard={"status": StepStatus.PENDING})
     # The original still writes as the row was loaded: its own change, guarded by "pending".
     step.enqueue()
     with pytest.raises(ConcurrentTransition):
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=step.pk).lease_owner == "twin"
 
 
@@ -180,7 +178,7 @@ def test_update_refuses_a_row_changed_since_it_was_read(run):
     Step.objects.filter(pk=step.pk).update(status=StepStatus.SKIPPED)
     step.enqueue()
     with pytest.raises(ConcurrentTransition):
-        rows.update(step, guard={"status": StepStatus.PENDING})
+        writes.update(step, guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=step.pk).status == StepStatus.SKIPPED
 
 

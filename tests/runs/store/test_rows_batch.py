@@ -12,22 +12,17 @@ from audit.services import audited_atomic
 from runs.control.create import run_create
 from runs.executor.entry import run_advance
 from runs.models import Checkpoint, Run, Step, StepStatus
-from runs.store import inserts, pipeline, rows
+from runs.store import inserts, pipeline, rows, writes
 from tests.agentops.costs import client_call, recorded_run
+from testsupport.factories import make_run
 from testsupport.roundtrips import count_round_trips, round_trips
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(operator, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        return run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="batch",
-            steps=[{"tool": "echo", "args": {"value": 1}}] * 3,
-        )
+def run(operator):
+    return make_run(operator, goal="batch", steps=[{"tool": "echo", "args": {"value": 1}}] * 3)
 
 
 def test_the_round_trip_count_follows_the_trace_not_the_messages():
@@ -74,9 +69,9 @@ def test_held_writes_go_as_one_statement_and_all_take_effect(run):
     with transaction.atomic(), pipeline.batch():
         for step in rows.select(Step, "run_id = %s", [run.pk], order_by='"index"'):
             step.enqueue()
-            rows.update(step, guard={"status": StepStatus.PENDING})
+            writes.update(step, guard={"status": StepStatus.PENDING})
         inserts.insert([Checkpoint(run=run, step=first, index=0, state={"k": 1})], returning=False)
-        rows.write_where(Run, {"goal": "written"}, {"pk": run.pk})
+        writes.write_where(Run, {"goal": "written"}, {"pk": run.pk})
         batch = pipeline.current_batch()
         assert batch is not None
         assert len(batch._held.writes) == 5  # nothing sent yet
@@ -90,8 +85,8 @@ def test_two_writes_of_one_row_both_take_effect(run):
     # One statement may change a row only once: the second write starts a new statement.
     step = run.steps.order_by("index").first()
     with transaction.atomic(), pipeline.batch():
-        rows.write_where(Step, {"rationale": "one"}, {"pk": step.pk})
-        rows.write_where(Step, {"lease_owner": "two"}, {"pk": step.pk})
+        writes.write_where(Step, {"rationale": "one"}, {"pk": step.pk})
+        writes.write_where(Step, {"lease_owner": "two"}, {"pk": step.pk})
     stored = Step.objects.get(pk=step.pk)
     assert (stored.rationale, stored.lease_owner) == ("one", "two")
 
@@ -100,7 +95,7 @@ def test_an_update_after_an_insert_of_its_table_sees_the_new_row(run):
     step = run.steps.order_by("index").first()
     with transaction.atomic(), pipeline.batch():
         inserts.insert([Checkpoint(run=run, step=step, index=0, state={})], returning=False)
-        rows.write_where(Checkpoint, {"state": {"seen": True}}, {"run_id": run.pk})
+        writes.write_where(Checkpoint, {"state": {"seen": True}}, {"run_id": run.pk})
     assert list(Checkpoint.objects.filter(run=run).values_list("state", flat=True)) == [
         {"seen": True}
     ]
@@ -116,7 +111,7 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
     def write_both() -> None:
         with transaction.atomic(), pipeline.batch():
             for pk in (first.pk, second.pk):
-                rows.update(loaded[pk], guard={"status": StepStatus.PENDING})
+                writes.update(loaded[pk], guard={"status": StepStatus.PENDING})
             inserts.insert([Checkpoint(run=run, step=first, index=0, state={})], returning=False)
 
     with pytest.raises(ConcurrentTransition):
@@ -130,7 +125,7 @@ def test_a_failed_guard_raises_before_the_commit_and_nothing_is_written(run):
 def test_an_orm_statement_closes_the_batch_and_reads_a_true_count(run):
     step = run.steps.order_by("index").first()
     with transaction.atomic(), pipeline.batch():
-        rows.write_where(Step, {"rationale": "held"}, {"pk": step.pk})
+        writes.write_where(Step, {"rationale": "held"}, {"pk": step.pk})
         # The ORM reads its row count at once: the batch sends what it holds first.
         assert Step.objects.filter(pk=step.pk, rationale="held").update(lease_owner="orm") == 1
         assert pipeline.current_batch() is None
@@ -143,12 +138,12 @@ def test_a_json_field_changed_in_place_or_to_an_equal_python_value_is_written(ru
     loaded = rows.get(Step, step.pk)
     loaded.result["n"].append(2)  # in place: the loaded object itself changed
     with transaction.atomic():
-        rows.update(loaded, guard={"status": StepStatus.PENDING})
+        writes.update(loaded, guard={"status": StepStatus.PENDING})
     assert Step.objects.get(pk=step.pk).result == {"n": [1, 2]}
     loaded = rows.get(Step, step.pk)
     loaded.result = {"n": [True, 2]}  # equal in Python (1 == True), not in JSON
     with transaction.atomic():
-        rows.update(loaded, guard={"status": StepStatus.PENDING})
+        writes.update(loaded, guard={"status": StepStatus.PENDING})
     with connection.cursor() as cursor:
         cursor.execute("SELECT result::text FROM runs_step WHERE id = %s", [step.pk])
         assert cursor.fetchone()[0] == '{"n": [true, 2]}'
@@ -161,7 +156,7 @@ def test_an_unchanged_field_is_not_written(run):
     Step.objects.filter(pk=step.pk).update(lease_owner="someone")
     loaded.enqueue()
     with transaction.atomic():
-        rows.update(loaded, guard={"status": StepStatus.PENDING})
+        writes.update(loaded, guard={"status": StepStatus.PENDING})
     stored = Step.objects.get(pk=step.pk)
     assert (stored.status, stored.lease_owner) == (StepStatus.QUEUED, "someone")
 

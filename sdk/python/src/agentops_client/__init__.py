@@ -9,7 +9,7 @@ agent through a handle.
 """
 
 from agentops_client._protocol import Retry
-from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
+from agentops_client.aio import AsyncClient
 from agentops_client.artifacts import Artifact, ArtifactMismatch
 from agentops_client.errors import (
     AgentOpsError,
@@ -25,6 +25,7 @@ from agentops_client.errors import (
     TooLarge,
     ToolFailed,
 )
+from agentops_client.handle import AsyncRunHandle, current_step
 from agentops_client.memory import AsyncMemory, Memory, MemoryItem
 from agentops_client.models import AgentState, Approval, Rejected, Run, Session, Step
 from agentops_client.sync import Client, RunHandle

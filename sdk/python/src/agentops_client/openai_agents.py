@@ -35,7 +35,8 @@ from agents.items import ModelResponse, TResponseInputItem
 from agents.models.chatcmpl_converter import Converter
 from agents.tool_context import ToolContext
 
-from agentops_client.aio import AsyncClient, AsyncRunHandle, current_step
+from agentops_client.aio import AsyncClient
+from agentops_client.handle import AsyncRunHandle, current_step
 from agentops_client.models import Rejected
 
 # The message keys agentops keeps (OpenAI chat format).

@@ -10,8 +10,9 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from agentops_client.aio import AsyncClient, AsyncRunHandle
+from agentops_client.aio import AsyncClient
 from agentops_client.artifacts import ArtifactMethods
+from agentops_client.handle import AsyncRunHandle
 from agentops_client.models import AgentState, Approval, Run, Session, Step
 
 T = TypeVar("T")

@@ -31,7 +31,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from agentops_client.aio import AsyncRunHandle
+from agentops_client.handle import AsyncRunHandle
 from agentops_client.models import Rejected
 from agentops_client.sync import RunHandle
 
