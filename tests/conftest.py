@@ -30,8 +30,8 @@ from testsupport.factories import make_user
 from testsupport.processes import (
     Process,
     celery_worker_command,
-    daphne_command,
     free_port,
+    uvicorn_command,
     wait_until,
 )
 
@@ -98,7 +98,8 @@ def _own_cache(settings) -> None:
 @pytest.fixture
 def children_cache(settings) -> None:
     """This test's own process on its child processes' cache (``CHILD_CACHE_PREFIX``): where
-    daphne and the workers read what it announces (rule changes) and keep what they make."""
+    the web server and the workers read what it announces (rule changes) and keep what they
+    make."""
     settings.CACHES = {
         name: {**config, "KEY_PREFIX": CHILD_CACHE_PREFIX}
         for name, config in settings.CACHES.items()
@@ -127,9 +128,10 @@ def second_reviewer(seeded: None):
     return make_user("ravi", Role.REVIEWER)
 
 
-# The cache key prefix of every child process (daphne, Celery workers) of this pytest process:
-# whichever of them keeps a value in the cache (the session's shared worker or a test's own),
-# the others find it under this prefix. A test's own process has a prefix per test (_own_cache).
+# The cache key prefix of every child process (the web server, Celery workers) of this pytest
+# process: whichever of them keeps a value in the cache (the session's shared worker or a
+# test's own), the others find it under this prefix. A test's own process has a prefix per
+# test (_own_cache).
 CHILD_CACHE_PREFIX = f"test-children-{uuid.uuid4().hex}"
 
 
@@ -194,16 +196,16 @@ def only_this_tests_workers() -> Iterator[None]:
 
 
 class AsgiServer(Process):
-    """A real ``daphne web.asgi:application`` process on the test database, with ``env`` added
-    to its environment (settings)."""
+    """A real web server process on the test database, the one ``scripts/start`` runs
+    (``uvicorn web.asgi:application``), with ``env`` added to its environment (settings)."""
 
     def __init__(self, log: Path, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # AGENTOPS_DB_POOL: as web processes run (scripts/start).
         env = {**_child_env(), "AGENTOPS_DB_POOL": "1", **env}
-        super().__init__(daphne_command(port=self.port), env, log, name="daphne")
-        self.wait_until(self._accepts, "daphne")
+        super().__init__(uvicorn_command(port=self.port), env, log, name="uvicorn")
+        self.wait_until(self._accepts, "uvicorn")
 
     def _accepts(self) -> bool:
         try:
@@ -215,8 +217,8 @@ class AsgiServer(Process):
 
 @pytest.fixture(scope="session")
 def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:
-    """The web app served by daphne (HTTP and WebSocket) on a free local port."""
-    server = AsgiServer(tmp_path_factory.mktemp("daphne") / "daphne.log")
+    """The web app served by uvicorn (HTTP and WebSocket) on a free local port."""
+    server = AsgiServer(tmp_path_factory.mktemp("uvicorn") / "uvicorn.log")
     yield server
     server.stop()
 
