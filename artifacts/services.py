@@ -263,13 +263,16 @@ def artifact_upload_once(
             one is dropped; a retry gets the other's artifact).
         as ``artifact_upload``.
     """
+    # No such run: ``artifact_upload`` says so.
     project_id = run_project_id(run_id)
-    earlier = Artifact.objects.filter(
-        project_id=project_id,
-        actor_kind=actor.kind,
-        actor_id=actor.id,
-        idempotency_key=idempotency_key,
-    ).first()
+    earlier = None
+    if project_id is not None:
+        earlier = Artifact.objects.filter(
+            project_id=project_id,
+            actor_kind=actor.kind,
+            actor_id=actor.id,
+            idempotency_key=idempotency_key,
+        ).first()
     if earlier is None:
         try:
             artifact = artifact_upload(
