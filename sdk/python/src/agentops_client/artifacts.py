@@ -114,7 +114,7 @@ class AsyncArtifactMethods:
             IdempotencyMismatch: ``idempotency_key`` named another upload.
             Conflict: an upload with ``idempotency_key`` was still being stored.
         """
-        upload = {
+        upload: dict[str, Any] = {
             "name": name,
             "content_type": content_type,
             "step_id": step_id,
