@@ -203,8 +203,10 @@ def uvicorn_command(
 ) -> list[str]:
     """``uvicorn <application>`` (``module:attribute``, the project's by default) as
     ``scripts/start`` serves it (HTTP and WebSocket; no lifespan, which Django's ASGI handler
-    does not speak) on 127.0.0.1:``port``, or on the inherited listening socket ``fd``."""
-    cmd = [sys.executable, "-m", "uvicorn", application, "--lifespan", "off"]
+    does not speak; no proxy headers: the client's address is the application's to read,
+    ``agentops.addresses``) on 127.0.0.1:``port``, or on the inherited listening socket
+    ``fd``."""
+    cmd = [sys.executable, "-m", "uvicorn", application, "--lifespan", "off", "--no-proxy-headers"]
     return cmd + (["--fd", str(fd)] if fd is not None else ["--port", str(port)])
 
 
