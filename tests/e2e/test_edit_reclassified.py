@@ -29,7 +29,7 @@ def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
     children_cache,
     django_capture_on_commit_callbacks,
 ):
-    # The rules go to the server's cache (children_cache), so that daphne, which classifies
+    # The rules go to the server's cache (children_cache), so that the server, which classifies
     # the edit, reads them again.
     transfer_rules()
     _, step = client_step(

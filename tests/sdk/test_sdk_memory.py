@@ -100,7 +100,11 @@ def test_another_projects_memory_is_not_seen(asgi_server, client, seeded):
         outsider.close()
 
 
-def test_a_gated_memory_write_waits_and_a_rejection_reaches_the_agent(asgi_server, client):
+def test_a_gated_memory_write_waits_and_a_rejection_reaches_the_agent(
+    asgi_server, client, children_cache
+):
+    # The rule goes to the server's cache (children_cache): a server that classified steps in
+    # an earlier test would otherwise keep the rules it read then.
     RiskRule.objects.create(
         pattern="memory.put", condition='namespace[0] == "policies"', risk="high", priority=5
     )
