@@ -55,6 +55,52 @@ class LengthRequired(exceptions.APIException):
     default_code = "length_required"
 
 
+class IdempotencyKeyReused(exceptions.APIException):
+    """An upload's ``Idempotency-Key`` named another upload (HTTP 422, as the API's other
+    ``Idempotency-Key`` headers)."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "this Idempotency-Key was already used for a different request"
+    default_code = "idempotency_key_reused"
+
+
+# The API's ``Idempotency-Key`` header (``runs.idempotency``, which this app sits below): the
+# same key and body give the first upload's artifact again.
+IDEMPOTENCY_KEY = "Idempotency-Key"
+_IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_KEY,
+    type={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": "^[!-~]([ -~]*[!-~])?$",
+    },
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Makes a retried upload safe: the same key with the same run, step, name, type and "
+        "bytes answers the first upload's artifact (header Idempotent-Replayed: true) and "
+        "stores nothing; the same key with anything else is a 422; the same key while the "
+        "first upload is being stored is a 409. A key lasts as long as its artifact and "
+        "belongs to the uploader in the run's project."
+    ),
+)
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` (None: none).
+
+    Raises:
+        ValidationError: not 1 to 255 visible ASCII characters (400).
+    """
+    key = request.headers.get(IDEMPOTENCY_KEY)
+    if key is not None and (not 0 < len(key) <= 255 or not key.isascii() or not key.isprintable()):
+        raise exceptions.ValidationError(
+            {IDEMPOTENCY_KEY: "must be 1 to 255 visible ASCII characters"}
+        )
+    return key
+
+
 def _content_length(request: Request) -> int:
     raw = request.META.get("CONTENT_LENGTH") or ""
     if not raw.isdigit():
@@ -102,7 +148,7 @@ class ArtifactViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     @extend_schema(
         summary="Upload a file to a run: the body is the file, its Content-Type the declared type.",
-        parameters=[UploadQuerySerializer],
+        parameters=[UploadQuerySerializer, _IDEMPOTENCY_KEY_PARAMETER],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={
             201: ArtifactSerializer,
@@ -123,17 +169,28 @@ class ArtifactViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         run_id = query.validated_data["run"]
         self._check_run(run_id)
         length = _content_length(request)
-        artifact = services.artifact_upload(
-            run_id=run_id,
-            step_id=query.validated_data.get("step"),
-            name=query.validated_data["name"],
-            declared_type=request.content_type or "",
+        upload: dict[str, Any] = {
+            "run_id": run_id,
+            "step_id": query.validated_data.get("step"),
+            "name": query.validated_data["name"],
+            "declared_type": request.content_type or "",
             # Django's request reads its body (spooled to disk by the handler) on demand.
-            stream=request.stream,
-            content_length=length,
-            actor=actor_for(request),
+            "stream": request.stream,
+            "content_length": length,
+            "actor": actor_for(request),
+        }
+        key = _idempotency_key(request)
+        if key is None:
+            artifact = services.artifact_upload(**upload)
+            return Response(ArtifactSerializer(artifact).data, status=status.HTTP_201_CREATED)
+        try:
+            done = services.artifact_upload_once(idempotency_key=key, **upload)
+        except services.KeyReused as exc:
+            raise IdempotencyKeyReused(str(exc)) from None
+        headers = {"Idempotent-Replayed": "true"} if done.replayed else {}
+        return Response(
+            ArtifactSerializer(done.artifact).data, status=status.HTTP_201_CREATED, headers=headers
         )
-        return Response(ArtifactSerializer(artifact).data, status=status.HTTP_201_CREATED)
 
     def _check_run(self, run_id: uuid.UUID) -> None:
         """Refuse an upload to a run the user may not see (404) or not drive (403)."""

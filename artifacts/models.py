@@ -26,7 +26,8 @@ class Artifact(models.Model):
     The run, step and session are foreign keys by name (the runs app sits above this one);
     retention deletes a run's artifacts, and their files after the commit
     (``artifacts.retention``). The uploader's actor kind, id and name are copied (no foreign
-    key: history outlives users).
+    key: history outlives users). ``idempotency_key`` is the upload's ``Idempotency-Key``
+    header (blank: none), unique per uploader and project, kept as long as the artifact.
     """
 
     class Kind(models.TextChoices):
@@ -58,10 +59,20 @@ class Artifact(models.Model):
     actor_kind = models.CharField(max_length=16)
     actor_id = models.CharField(max_length=255, blank=True)
     actor_name = models.CharField(max_length=255, blank=True)
+    idempotency_key = models.CharField(max_length=255, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # One artifact per Idempotency-Key of an uploader in a project: a retried upload
+            # finds the first one (``artifacts.services.artifact_upload_once``).
+            models.UniqueConstraint(
+                fields=["project", "actor_kind", "actor_id", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="artifact_idempotency_key_uniq",
+            )
+        ]
         indexes = [
             models.Index(fields=["run", "created_at"], name="artifact_run_created"),
             models.Index(fields=["step", "sha256"], name="artifact_step_sha256"),

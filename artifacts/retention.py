@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db.models import Q
+
 from artifacts.models import Artifact
 from artifacts.services import delete_files_on_commit
 
@@ -26,6 +28,16 @@ def artifacts_delete_for_runs(run_ids: list[uuid.UUID]) -> None:
     """Delete the artifacts of runs ``run_ids`` in the caller's transaction, and their files
     after it commits."""
     _delete(Artifact.objects.filter(run_id__in=run_ids))
+
+
+def artifacts_delete_for_subject(*, run_ids: list[uuid.UUID], session_ids: list[uuid.UUID]) -> int:
+    """Delete the artifacts of runs ``run_ids`` or sessions ``session_ids`` (a subject's, for
+    its erasure) in the caller's transaction, and their files after it commits; returns how
+    many."""
+    found = Artifact.objects.filter(Q(run_id__in=run_ids) | Q(session_id__in=session_ids))
+    count = found.count()
+    _delete(found)
+    return count
 
 
 class ArtifactRows:

@@ -15,12 +15,13 @@ import logging
 import re
 import uuid
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from django.apps import apps
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from agentops.actors import Actor
@@ -150,6 +151,7 @@ def artifact_upload(
     actor: Actor,
     kind: str = Artifact.Kind.UPLOAD,
     limit: int | None = None,
+    idempotency_key: str = "",
 ) -> Artifact:
     """Store the file read from ``stream`` (anything with ``read(n)``, read in chunks: never
     all in memory) as an artifact of run ``run_id`` (and of its step ``step_id``, and of the
@@ -159,7 +161,8 @@ def artifact_upload(
     uploader's Content-Type, checked against the type sniffed from the first 8 KiB
     (``type_matches``); ``content_length`` the body's announced length in bytes (None: not
     announced), refused early when over the limit and checked against what came; ``limit``
-    (bytes) replaces the project's (``project_limit``).
+    (bytes) replaces the project's (``project_limit``); ``idempotency_key`` is kept with it
+    (``artifact_upload_once``).
 
     Raises:
         Run.DoesNotExist, Step.DoesNotExist: no such run, or no such step in it.
@@ -203,6 +206,7 @@ def artifact_upload(
             actor_kind=actor.kind,
             actor_id=actor.id,
             actor_name=actor.name,
+            idempotency_key=idempotency_key,
         )
         with audited_atomic():
             _lock_run(run_id)
@@ -221,6 +225,91 @@ def artifact_upload(
         storage.delete_files([stored])
         raise
     return artifact
+
+
+class KeyReused(Exception):
+    """An ``Idempotency-Key`` already named another upload (HTTP 422)."""
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """What ``artifact_upload_once`` did: the artifact, and whether it was there already
+    (``replayed``: nothing was stored)."""
+
+    artifact: Artifact
+    replayed: bool
+
+
+def artifact_upload_once(
+    *,
+    idempotency_key: str,
+    run_id: uuid.UUID,
+    step_id: int | None = None,
+    name: str,
+    declared_type: str,
+    stream: Any,
+    content_length: int | None = None,
+    actor: Actor,
+) -> Uploaded:
+    """``artifact_upload`` under ``idempotency_key`` (1 to 255 visible ASCII characters, as
+    the API's other ``Idempotency-Key`` headers): the first upload of the key by ``actor`` in
+    the run's project stores the artifact; a later one with the same run, step, name, declared
+    type and bytes (read and hashed, never stored) gets the same artifact (``replayed``);
+    with anything else, ``KeyReused``. The key lasts as long as its artifact.
+
+    Raises:
+        KeyReused: the key names an upload of something else.
+        Conflict: an upload with the key committed while this one was being stored (this
+            one is dropped; a retry gets the other's artifact).
+        as ``artifact_upload``.
+    """
+    # No such run: ``artifact_upload`` says so.
+    project_id = run_project_id(run_id)
+    earlier = None
+    if project_id is not None:
+        earlier = Artifact.objects.filter(
+            project_id=project_id,
+            actor_kind=actor.kind,
+            actor_id=actor.id,
+            idempotency_key=idempotency_key,
+        ).first()
+    if earlier is None:
+        try:
+            artifact = artifact_upload(
+                run_id=run_id,
+                step_id=step_id,
+                name=name,
+                declared_type=declared_type,
+                stream=stream,
+                content_length=content_length,
+                actor=actor,
+                idempotency_key=idempotency_key,
+            )
+        except IntegrityError:
+            # ``artifact_idempotency_key_uniq``: a concurrent upload of the key won.
+            raise Conflict(
+                "an upload with this Idempotency-Key was being processed: retry it"
+            ) from None
+        return Uploaded(artifact=artifact, replayed=False)
+    same = (
+        earlier.run_id == run_id
+        and earlier.step_id == step_id
+        and earlier.name == clean_name(name)
+        and earlier.declared_type == clean_media_type(declared_type)
+        and content_length in (None, earlier.size)
+    )
+    if same:
+        try:
+            reader = storage.HashingReader(stream, limit=earlier.size)
+            while reader.read(storage.CHUNK_BYTES):
+                pass
+        except TooLarge:
+            same = False
+        else:
+            same = (reader.size, reader.sha256) == (earlier.size, earlier.sha256)
+    if not same:
+        raise KeyReused("this Idempotency-Key was already used for a different upload")
+    return Uploaded(artifact=earlier, replayed=True)
 
 
 def _described(artifact: Artifact) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import functools
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -37,7 +36,7 @@ import httpx
 import psutil
 
 from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
-from testsupport.processes import Process, daphne_command, free_port
+from testsupport.processes import Process, daphne_command, free_port, uvicorn_command
 
 NAME = "artifacts"
 MIB = 1024 * 1024
@@ -81,20 +80,7 @@ def _command(server: str, port: int) -> list[str]:
     """The command serving ``web.asgi`` with ``server`` (daphne or uvicorn) on ``port``."""
     if server == "daphne":
         return daphne_command(port=port)
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "web.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--lifespan",
-        "off",
-        "--log-level",
-        "warning",
-    ]
+    return [*uvicorn_command(port=port), "--log-level", "warning"]
 
 
 class PeakRss:

@@ -92,6 +92,26 @@ class MemoryItem(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
+    # What a put that replaces the item writes (``memory.services.ItemRows.update``; the
+    # ``search_vector`` follows ``text`` in the same transaction).
+    UPDATED_FIELDS = (
+        "value",
+        "text",
+        "tags",
+        "version",
+        "expires_at",
+        "ttl_seconds",
+        "subject",
+        "run",
+        "step",
+        "session",
+        "source_message",
+        "actor_kind",
+        "actor_id",
+        "actor_name",
+        "updated_at",
+    )
+
     class Meta:
         ordering = ["namespace_path", "key"]
         constraints = [

@@ -9,14 +9,14 @@ Every write may name the version it was made against (``if_match``: the item's E
 
 from __future__ import annotations
 
+import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
-from django.contrib.postgres.search import SearchVector
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Value
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentops.actors import Actor
@@ -40,6 +40,67 @@ MAX_TTL_SECONDS: Final = 10 * 365 * 24 * 3600
 # PostgreSQL's text search configuration for memory (stemmed English: "prefers" finds
 # "preference"); queries must use the same one.
 SEARCH_CONFIG: Final = "english"
+
+
+def search_vector_sql() -> str:
+    """The UPDATE (PostgreSQL) that sets the ``search_vector`` of the item whose id is its one
+    ``%s`` parameter from its ``text`` (configuration ``SEARCH_CONFIG``)."""
+    table = MemoryItem._meta.db_table
+    return (
+        f"UPDATE {table} SET search_vector = to_tsvector('{SEARCH_CONFIG}', text) "  # noqa: S608
+        "WHERE id = %s"
+    )
+
+
+class ItemRows(Protocol):
+    """How ``memory_put`` and the history of every write reach the database: through the
+    persistence seam (``runs.store.memory.SeamItemRows``, installed at start-up by the runs
+    app, which sits above this one: ``memory_use_rows``). On PostgreSQL a put costs a round
+    trip for its locked reads (the item, its audit chain's head, an event id) and one for
+    its writes and audit event, besides BEGIN and COMMIT (``benchmarks/README.md``, memory).
+    """
+
+    def transaction(self) -> AbstractContextManager[object]:
+        """``audit.services.audited_atomic``, its statements pipelined where it can."""
+        ...
+
+    def locked_item(
+        self, *, project_id: int, path: str, key: str, new_chain: str
+    ) -> MemoryItem | None:
+        """The item ``key`` at ``path`` of project ``project_id``, locked until the
+        transaction ends (None: none); with ``new_chain`` (the audit chain the item will have
+        if it is created), in the same round trip, that chain's head, locked, and an event id
+        reserved (``runs.store.audit.prefetch_chains``)."""
+        ...
+
+    def insert(self, row: MemoryItem | MemoryVersion) -> None:
+        """INSERT a new item (its ``search_vector`` set from its text) or version, the key
+        the database gives a version not read back (its ``pk`` stays None)."""
+        ...
+
+    def update(self, item: MemoryItem) -> None:
+        """UPDATE ``item``'s row with its ``UPDATED_FIELDS`` (and ``search_vector`` from its
+        text) if it still has the version before this write.
+
+        Raises:
+            ConcurrentTransition: it has not (never: the caller holds its row lock).
+        """
+        ...
+
+
+_rows: list[ItemRows] = []
+
+
+def memory_use_rows(rows: ItemRows) -> None:
+    """Read and write memory items through ``rows`` from now on, in this process (the runs
+    app installs the seam's at start-up: ``RunsConfig.ready``)."""
+    _rows[:] = [rows]
+
+
+def _item_rows() -> ItemRows:
+    if not _rows:
+        raise RuntimeError("memory's rows are installed at start-up by the runs app")
+    return _rows[0]
 
 
 @dataclass(frozen=True)
@@ -108,14 +169,6 @@ def _check_item(
         raise InvalidInput("expires_at must be an aware time in the future", field="expires_at")
 
 
-def _locked_item(project: Project, path: str, key: str) -> MemoryItem | None:
-    return (
-        MemoryItem.objects.select_for_update()
-        .filter(project=project, namespace_path=path, key=key)
-        .first()
-    )
-
-
 def _check_if_match(item: MemoryItem | None, if_match: str | None) -> None:
     """Raise ``PreconditionFailed`` unless ``if_match`` (None: no condition; ``*``: any
     current item) names ``item``'s current version (strong comparison, RFC 9110 §13.1.1)."""
@@ -145,7 +198,7 @@ def _record(
 ) -> MemoryVersion:
     """Keep the version ``item`` is at after ``operation`` and audit it (before and after)."""
     after = item.value if operation == MemoryOperation.PUT else None
-    kept = MemoryVersion.objects.create(
+    kept = MemoryVersion(
         item_id=item.pk,
         project_id=item.project_id,
         namespace_path=item.namespace_path,
@@ -168,6 +221,7 @@ def _record(
         actor_name=actor.name,
         created_at=now,
     )
+    _item_rows().insert(kept)
     payload: dict[str, Any] = {
         "namespace": list(item.namespace),
         "key": item.key,
@@ -205,20 +259,17 @@ def _expire_locked(item: MemoryItem, now: datetime) -> None:
     item.delete()
 
 
-def _live_locked(project: Project, path: str, key: str, now: datetime) -> MemoryItem | None:
-    """The item at ``path``/``key``, locked; an expired one is deleted first (None)."""
-    item = _locked_item(project, path, key)
+def _live_locked(
+    project: Project, path: str, key: str, now: datetime, new_chain: str = ""
+) -> MemoryItem | None:
+    """The item at ``path``/``key``, locked; an expired one is deleted first (None). With
+    ``new_chain``, the head of the chain a new item would have is read with it."""
+    rows = _item_rows()
+    item = rows.locked_item(project_id=project.pk, path=path, key=key, new_chain=new_chain)
     if item is not None and item.expires_at is not None and item.expires_at <= now:
         _expire_locked(item, now)
         return None
     return item
-
-
-def _search_vector(text: str) -> Any:
-    # SQLite has no tsvector: its search matches substrings of ``text`` instead.
-    if connection.vendor != "postgresql":
-        return None
-    return SearchVector(Value(text), config=SEARCH_CONFIG)
 
 
 def memory_put(
@@ -287,68 +338,75 @@ def memory_put(
         "actor_name": actor.name,
         "updated_at": now,
     }
-    with audited_atomic():
-        item = _live_locked(project, path, key, now)
-        if item is None and if_match is None:
-            item = _create(project, path, labels, key, fields, now)
-            if item is not None:
-                _record(
-                    actor=actor,
-                    item=item,
-                    operation=MemoryOperation.PUT,
-                    before=None,
-                    provenance=provenance,
-                    now=now,
+    put = _Put(project, path, labels, key, fields, if_match, keep_subject, actor, provenance, now)
+    try:
+        return put.write()
+    except IntegrityError:
+        # Another writer created the item after this one found none (the unique key refused
+        # this INSERT once that writer committed, and this transaction rolled back): replace
+        # theirs, under its lock this time.
+        return put.write()
+
+
+@dataclass(frozen=True)
+class _Put:
+    """One ``memory_put``, its input checked, that ``write`` makes (see ``memory_put``)."""
+
+    project: Project
+    path: str
+    labels: tuple[str, ...]
+    key: str
+    fields: dict[str, Any]
+    if_match: str | None
+    keep_subject: bool
+    actor: Actor
+    provenance: Provenance
+    now: datetime
+
+    def write(self) -> Written:
+        """The put's transaction: lock, check, write, keep the version, audit."""
+        rows = _item_rows()
+        # A new item's id is chosen first: its audit chain's head is read with the lock.
+        new_id = uuid.uuid4()
+        with rows.transaction():
+            item = _live_locked(
+                self.project, self.path, self.key, self.now, new_chain=memory_chain(new_id)
+            )
+            if item is None and self.if_match is None:
+                item = MemoryItem(
+                    id=new_id,
+                    project=self.project,
+                    namespace_path=self.path,
+                    depth=len(self.labels),
+                    key=self.key,
+                    created_at=self.now,
+                    **self.fields,
                 )
+                rows.insert(item)
+                self._record(item, before=None)
                 return Written(item=item, created=True)
-            # Another writer created it meanwhile (and committed): replace theirs.
-            item = _live_locked(project, path, key, now)
-        _check_if_match(item, if_match)
-        assert item is not None
-        before = item.value
-        if keep_subject:
-            fields["subject"] = item.subject
-        for name, field_value in fields.items():
-            setattr(item, name, field_value)
-        item.version += 1
-        item.search_vector = _search_vector(fields["text"])
-        item.save()
+            _check_if_match(item, self.if_match)
+            assert item is not None
+            before = item.value
+            changes = dict(self.fields)
+            if self.keep_subject:
+                changes["subject"] = item.subject
+            for name, value in changes.items():
+                setattr(item, name, value)
+            item.version += 1
+            rows.update(item)
+            self._record(item, before=before)
+            return Written(item=item, created=False)
+
+    def _record(self, item: MemoryItem, *, before: dict[str, Any] | None) -> None:
         _record(
-            actor=actor,
+            actor=self.actor,
             item=item,
             operation=MemoryOperation.PUT,
             before=before,
-            provenance=provenance,
-            now=now,
+            provenance=self.provenance,
+            now=self.now,
         )
-        return Written(item=item, created=False)
-
-
-def _create(
-    project: Project,
-    path: str,
-    labels: tuple[str, ...],
-    key: str,
-    fields: dict[str, Any],
-    now: datetime,
-) -> MemoryItem | None:
-    """Insert a new item, or None when a concurrent writer's insert of the same key won
-    (the unique constraint waits for their commit, then refuses this one)."""
-    item = MemoryItem(
-        project=project,
-        namespace_path=path,
-        depth=len(labels),
-        key=key,
-        created_at=now,
-        search_vector=_search_vector(fields["text"]),
-        **fields,
-    )
-    try:
-        with transaction.atomic():
-            item.save(force_insert=True)
-    except IntegrityError:
-        return None
-    return item
 
 
 def memory_delete(

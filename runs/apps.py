@@ -13,9 +13,11 @@ class RunsConfig(AppConfig):
         from artifacts.retention import ArtifactRows
         from audit.services import audit_use_statements
         from memory.retention import MemoryProvenanceRows
+        from memory.services import memory_use_rows
         from runs import retention, wakeups
         from runs.control.compaction import load_summarizer
         from runs.store.audit import RowStatements
+        from runs.store.memory import SeamItemRows
         from runs.tasks import CeleryWakeups
         from runs.tools import builtin, memory, tau_bench  # noqa: F401
 
@@ -27,6 +29,8 @@ class RunsConfig(AppConfig):
         # The audit writer's statements go through the persistence seam: pipelined with the
         # executor's own writes inside ``pipelined_atomic``.
         audit_use_statements(RowStatements())
+        # Memory's puts go through it too: their locks in one round trip, their writes in one.
+        memory_use_rows(SeamItemRows())
         # A summarizer setting that names nothing fails the start, not the first compaction.
         load_summarizer()
         # The agent state migrations a state schema may name register as their modules load.

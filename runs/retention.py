@@ -166,11 +166,15 @@ def _delete_runs(
     transaction first locks the runs and drops any that is no longer finished; ``progress``
     is called after each."""
     if connection.vendor != "postgresql":
-        # The embedded SQLite default: Django's cascade, in one transaction per chunk.
+        # The embedded SQLite default: Django's cascade, in one transaction per chunk. The
+        # other apps' rows go through them first: the cascade would leave their files.
         started = time.monotonic()
         with transaction.atomic():
             finished = Run.objects.filter(pk__in=run_ids, status__in=RUN_TERMINAL)
             report.steps += Step.objects.filter(run__in=finished).count()
+            finished_ids = list(finished.values_list("pk", flat=True))
+            for dependent in _dependents:
+                dependent.delete_for_runs(finished_ids)
             report.runs += finished.delete()[1].get("runs.Run", 0)
         _timed_batch(report, started)
         return

@@ -138,13 +138,14 @@ class SessionStateWriteQuerySerializer(StateRationaleQuerySerializer):
 class ErasureSerializer(serializers.Serializer):
     """What erasing a subject's data did: ``sessions`` deleted, ``runs`` whose conversation
     and state were deleted (kept as redacted runs), ``messages`` and ``state_versions``
-    deleted, ``memory_items`` deleted with their history, ``audit_chains`` purged (their
-    purge recorded in the system chain)."""
+    deleted, ``artifacts`` deleted with their files, ``memory_items`` deleted with their
+    history, ``audit_chains`` purged (their purge recorded in the system chain)."""
 
     subject = serializers.CharField()
     sessions = serializers.IntegerField()
     runs = serializers.IntegerField()
     messages = serializers.IntegerField()
     state_versions = serializers.IntegerField()
+    artifacts = serializers.IntegerField()
     memory_items = serializers.IntegerField()
     audit_chains = serializers.IntegerField()

@@ -31,8 +31,8 @@ from testsupport.factories import make_user
 from testsupport.processes import (
     Process,
     celery_worker_command,
-    daphne_command,
     free_port,
+    uvicorn_command,
     wait_until,
 )
 
@@ -106,10 +106,10 @@ def _fast_retries(settings) -> None:
     settings.AGENTOPS_RETRY_MAX_SECONDS = 0
 
 
-# The cache key prefix of this pytest process and of every child process it starts (daphne,
-# Celery workers), as one deployment shares one cache: what a test announces in it (a risk rule
-# changed, a token revoked) reaches the children, and whichever child keeps a value (the
-# session's shared worker or a test's own), the others find it.
+# The cache key prefix of this pytest process and of every child process it starts (the web
+# server, Celery workers), as one deployment shares one cache: what a test announces in it (a
+# risk rule changed, a token revoked) reaches the children, and whichever child keeps a value
+# (the session's shared worker or a test's own), the others find it.
 CHILD_CACHE_PREFIX = f"test-children-{uuid.uuid4().hex}"
 
 
@@ -215,16 +215,16 @@ def only_this_tests_workers() -> Iterator[None]:
 
 
 class AsgiServer(Process):
-    """A real ``daphne web.asgi:application`` process on the test database, with ``env`` added
-    to its environment (settings)."""
+    """A real web server process on the test database, the one ``scripts/start`` runs
+    (``uvicorn web.asgi:application``), with ``env`` added to its environment (settings)."""
 
     def __init__(self, log: Path, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # AGENTOPS_DB_POOL: as web processes run (scripts/start).
         env = {**_child_env(), "AGENTOPS_DB_POOL": "1", **env}
-        super().__init__(daphne_command(port=self.port), env, log, name="daphne")
-        self.wait_until(self._accepts, "daphne")
+        super().__init__(uvicorn_command(port=self.port), env, log, name="uvicorn")
+        self.wait_until(self._accepts, "uvicorn")
 
     def _accepts(self) -> bool:
         try:
@@ -236,8 +236,8 @@ class AsgiServer(Process):
 
 @pytest.fixture(scope="session")
 def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[AsgiServer]:
-    """The web app served by daphne (HTTP and WebSocket) on a free local port."""
-    server = AsgiServer(tmp_path_factory.mktemp("daphne") / "daphne.log")
+    """The web app served by uvicorn (HTTP and WebSocket) on a free local port."""
+    server = AsgiServer(tmp_path_factory.mktemp("uvicorn") / "uvicorn.log")
     yield server
     server.stop()
 

@@ -1,5 +1,5 @@
 """The project's child processes: one wrapper, and the commands that start workers, beat and
-daphne."""
+the web servers (uvicorn, as ``scripts/start`` serves the app; daphne, for comparisons)."""
 
 from __future__ import annotations
 
@@ -196,6 +196,18 @@ def celery_beat_command(*, schedule: Path) -> list[str]:
     """``celery -A agentops beat`` keeping its schedule in ``schedule``."""
     cmd = [sys.executable, "-m", "celery", "-A", "agentops", "beat", "--loglevel=INFO"]
     return [*cmd, "--schedule", str(schedule)]
+
+
+def uvicorn_command(
+    *, port: int = 0, fd: int | None = None, application: str = "web.asgi:application"
+) -> list[str]:
+    """``uvicorn <application>`` (``module:attribute``, the project's by default) as
+    ``scripts/start`` serves it (HTTP and WebSocket; no lifespan, which Django's ASGI handler
+    does not speak; no proxy headers: the client's address is the application's to read,
+    ``agentops.addresses``) on 127.0.0.1:``port``, or on the inherited listening socket
+    ``fd``."""
+    cmd = [sys.executable, "-m", "uvicorn", application, "--lifespan", "off", "--no-proxy-headers"]
+    return cmd + (["--fd", str(fd)] if fd is not None else ["--port", str(port)])
 
 
 def daphne_command(

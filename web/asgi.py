@@ -1,4 +1,5 @@
-"""ASGI entry point (``daphne web.asgi:application``): HTTP and WebSocket routing."""
+"""ASGI entry point (``uvicorn web.asgi:application``, as ``scripts/start`` serves it): HTTP and
+WebSocket routing."""
 
 import os
 

@@ -1,11 +1,12 @@
 """Erasure of a subject's data (issue 31, part 3; GDPR art. 17, the right to erasure): the
-sessions of one end user (``AgentSession.subject``) in a project, the conversations and agent
-state of their runs, the memory items about them (``MemoryItem.subject``, issue 33) with their
-history, and the sessions' and items' own audit chains.
+sessions of one end user (``AgentSession.subject``) in a project, the conversations, agent
+state and artifacts of their runs, the memory items about them (``MemoryItem.subject``; both
+issue 33) with their history, and the sessions' and items' own audit chains.
 
 What is deleted: every session of the subject (its messages, compactions and state
-versions), and of every run of those sessions its messages, compactions and state versions
-(the run itself stays, its ``message_count`` and ``context_tokens`` at 0 and
+versions), and of every run of those sessions its messages, compactions, state versions and
+artifacts, with the artifacts of the sessions (their files once the deletion commits; the
+run itself stays, its ``message_count`` and ``context_tokens`` at 0 and
 ``metadata.erased_at`` set, so its steps, ledger and audit chain, which other runs and
 reviewers may depend on, remain). The sessions' audit chains (``session:<id>``), whose
 events name the client's ids and rationales, are purged by retention's
@@ -29,6 +30,7 @@ from django.utils import timezone
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from agentops.storable import require_storable
+from artifacts.retention import artifacts_delete_for_subject
 from audit.models import session_chain
 from audit.services import audit_purge_chains, audit_system, audited_atomic
 from memory.models import memory_chain
@@ -44,14 +46,15 @@ _PURGE_BATCH: Final = 1000
 @dataclass(frozen=True)
 class Erasure:
     """What ``subject_erase`` deleted: ``sessions``, ``runs`` (whose conversation and state
-    went), ``messages``, ``state_versions``, ``memory_items`` (with their history) and
-    ``audit_chains`` (purged)."""
+    went), ``messages``, ``state_versions``, ``artifacts`` (their files too), ``memory_items``
+    (with their history) and ``audit_chains`` (purged)."""
 
     subject: str
     sessions: int
     runs: int
     messages: int
     state_versions: int
+    artifacts: int
     memory_items: int
     audit_chains: int
 
@@ -94,6 +97,7 @@ def subject_erase(*, actor: Actor, project: Project, subject: Any) -> Erasure:
         Compaction.objects.filter(session_id__in=session_ids).delete()
         versions, _ = StateVersion.objects.filter(run_id__in=run_ids).delete()
         versions += StateVersion.objects.filter(session_id__in=session_ids).delete()[0]
+        artifacts = artifacts_delete_for_subject(run_ids=run_ids, session_ids=session_ids)
         for run in runs:
             run.metadata = {**run.metadata, "erased_at": now.isoformat()}
             # The version moves too, so a writer holding an older copy of the run is refused.
@@ -114,6 +118,7 @@ def subject_erase(*, actor: Actor, project: Project, subject: Any) -> Erasure:
             runs=len(runs),
             messages=messages,
             state_versions=versions,
+            artifacts=artifacts,
             memory_items=len(item_ids),
             audit_chains=len(session_ids) + len(item_ids),
         )

@@ -1,4 +1,4 @@
-"""The REST API serves while Redis cannot be reached (issue 29, item 9): a real daphne whose
+"""The REST API serves while Redis cannot be reached (issue 29, item 9): a real uvicorn whose
 Redis (cache, broker and channel layer) is a closed local port answers every request, without
 throttles, creates and records runs, and logs each outage once, not per request. The runs are
 started by the sweeper once the broker is back (``runs.recovery``)."""
@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def without_redis(tmp_path: Path) -> Iterator[tuple[AsgiServer, int]]:
-    """A daphne whose ``REDIS_URL`` is a port nothing listens on (that port), with throttles
+    """A uvicorn whose ``REDIS_URL`` is a port nothing listens on (that port), with throttles
     of one request a minute (a working throttle would refuse the second)."""
     redis_port = free_port()
     server = AsgiServer(
-        tmp_path / "daphne.log",
+        tmp_path / "uvicorn.log",
         REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
         AGENTOPS_THROTTLE_USER="1/min",
         AGENTOPS_THROTTLE_ANON="1/min",

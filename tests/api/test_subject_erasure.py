@@ -68,6 +68,7 @@ def test_erasure_deletes_the_subjects_data_and_keeps_others(admin_api):
         "runs": 1,
         "messages": 2,
         "state_versions": 2,
+        "artifacts": 0,
         "memory_items": 0,
         "audit_chains": 1,
     }

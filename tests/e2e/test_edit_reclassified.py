@@ -28,8 +28,8 @@ def test_an_edit_that_needs_a_stricter_approval_starts_it_over_in_the_inbox(
     chromium,
     django_capture_on_commit_callbacks,
 ):
-    # The rules' new version reaches daphne's cache (tests.conftest.CHILD_CACHE_PREFIX), so that
-    # daphne, which classifies the edit, reads them again.
+    # The rules' new version reaches the server's cache (tests.conftest.CHILD_CACHE_PREFIX), so
+    # that the server, which classifies the edit, reads them again.
     transfer_rules()
     _, step = client_step(
         operator, django_capture_on_commit_callbacks, "transfer_funds", {"amount": 5}

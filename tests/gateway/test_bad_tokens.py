@@ -1,5 +1,5 @@
 """The MCP gateway has the REST API's bad-token limit (``agentops.bad_tokens``): against a real
-daphne, a client sending bad tokens of one prefix is refused after the limit, whatever
+uvicorn, a client sending bad tokens of one prefix is refused after the limit, whatever
 ``X-Forwarded-For`` it claims (no proxy is trusted here), and a valid token from the same
 address is still admitted."""
 

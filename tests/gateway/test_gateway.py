@@ -1,4 +1,4 @@
-"""The MCP gateway against a real daphne server, driven by the ``mcp`` SDK's client: tools are
+"""The MCP gateway against a real uvicorn server, driven by the ``mcp`` SDK's client: tools are
 listed from the upstream; a read-only call returns at once; a destructive call waits until a
 second person approves it, then the upstream receives exactly the approved arguments; a
 rejected call returns ``isError`` with the reason and the upstream sees nothing. What the

@@ -1,4 +1,4 @@
-"""When the gateway commits a call's answer, against a real daphne server: a read-only call is
+"""When the gateway commits a call's answer, against a real uvicorn server: a read-only call is
 answered before its record is written, and the session's next call waits for that record; any
 other call is answered only once its record is committed. A row lock held by this test on the
 call's step (from a connection of its own) keeps the record from being written meanwhile."""

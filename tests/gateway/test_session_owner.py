@@ -1,5 +1,5 @@
 """An MCP session belongs to the token's user in the token's project that opened it (issue 29,
-item 2). Against a real daphne, with the ``mcp`` SDK's client as the session's owner: another
+item 2). Against a real uvicorn, with the ``mcp`` SDK's client as the session's owner: another
 user (a viewer of the owner's project, an operator of their own) and the owner's own token of
 another project name the session in a call, its event stream, its ``DELETE`` and a call by
 the sessionless protocol, and are answered 404 as for a session that does not exist; nothing

@@ -19,6 +19,7 @@ from agentops_client import (
     BadRequest,
     Client,
     Conflict,
+    IdempotencyMismatch,
     NotFound,
     TooLarge,
 )
@@ -155,3 +156,16 @@ def test_a_large_step_result_comes_back_resolved(client: Client, artifact_dir: P
     artifact_file.write_bytes(original[:100])
     with pytest.raises(Conflict, match="verify_artifacts"):
         client.resolve(stored.raw["result"])
+
+
+def test_an_upload_repeated_with_its_idempotency_key_gets_the_same_artifact(
+    client: Client, artifact_dir: Path
+):
+    run_id = client.create_run("write a report").id
+    first = client.upload_artifact(run_id, b"once\n", name="a.txt", idempotency_key="report-1")
+    again = client.upload_artifact(run_id, b"once\n", name="a.txt", idempotency_key="report-1")
+    assert again == first
+    stored = [path.name for path in artifact_dir.rglob(f"*/{run_id}/*") if path.is_file()]
+    assert stored == [first.id]
+    with pytest.raises(IdempotencyMismatch):
+        client.upload_artifact(run_id, b"twice\n", name="a.txt", idempotency_key="report-1")

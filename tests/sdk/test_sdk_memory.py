@@ -1,4 +1,4 @@
-"""The Python SDK's memory methods against a real agentops (daphne, PostgreSQL), sync and
+"""The Python SDK's memory methods against a real agentops (uvicorn, PostgreSQL), sync and
 async: put, get, search, list_namespaces, history and delete as LangGraph's ``BaseStore``;
 a stale ``if_match`` raising ``PreconditionFailed``; another project's items unseen; a
 gated ``memory.put`` step waiting for a reviewer, then rejected with the reason reaching the

@@ -97,57 +97,64 @@ class AsyncArtifactMethods:
         content_type: str = "application/octet-stream",
         step_id: int | None = None,
         size: int | None = None,
+        idempotency_key: str | None = None,
     ) -> Artifact:
         """Upload ``content`` as an artifact of run ``run_id`` (and of its step
         ``step_id``): bytes, a local file's path (read in chunks, never whole in memory), or
         a binary file object (read in chunks; ``size`` in bytes is needed when it cannot
         seek). ``name`` defaults to the file's name; ``content_type`` is the declared type,
-        checked by the server against the content. Not retried (a stream is read once).
+        checked by the server against the content. Not retried (a stream is read once); with
+        ``idempotency_key`` (1 to 255 visible ASCII characters) an upload the caller repeats
+        gets the first one's artifact back, and nothing is stored twice.
 
         Raises:
             BadRequest: a bad name or type, content that is not the declared type.
             NotFound: no such run or step (or one the token may not see).
             TooLarge: over the project's limit.
+            IdempotencyMismatch: ``idempotency_key`` named another upload.
+            Conflict: an upload with ``idempotency_key`` was still being stored.
         """
+        upload: dict[str, Any] = {
+            "name": name,
+            "content_type": content_type,
+            "step_id": step_id,
+            "idempotency_key": idempotency_key,
+        }
         if isinstance(content, bytes):
-            return await self._upload(run_id, content, len(content), name, content_type, step_id)
+            return await self._upload(run_id, content, len(content), **upload)
         if isinstance(content, (str, os.PathLike)):
             path = Path(content)
             with path.open("rb") as handle:
+                upload["name"] = name or path.name
                 return await self._upload(
-                    run_id,
-                    _file_chunks(handle),
-                    path.stat().st_size,
-                    name or path.name,
-                    content_type,
-                    step_id,
+                    run_id, _file_chunks(handle), path.stat().st_size, **upload
                 )
         if size is None:
             start = content.tell()
             size = content.seek(0, os.SEEK_END) - start
             content.seek(start)
-        fallback = Path(getattr(content, "name", "") or "artifact").name
-        return await self._upload(
-            run_id, _file_chunks(content), size, name or fallback, content_type, step_id
-        )
+        upload["name"] = name or Path(getattr(content, "name", "") or "artifact").name
+        return await self._upload(run_id, _file_chunks(content), size, **upload)
 
     async def _upload(
         self,
         run_id: str,
         body: bytes | AsyncIterator[bytes],
         size: int,
+        *,
         name: str | None,
         content_type: str,
         step_id: int | None,
+        idempotency_key: str | None,
     ) -> Artifact:
         params: dict[str, Any] = {"run": run_id, "name": name or "artifact"}
         if step_id is not None:
             params["step"] = step_id
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
         response = await self._http.post(
-            "/artifacts/",
-            content=body,
-            params=params,
-            headers={"Content-Type": content_type, "Content-Length": str(size)},
+            "/artifacts/", content=body, params=params, headers=headers
         )
         return Artifact.from_json(p.parse(response.status_code, response.text))
 
