@@ -10,7 +10,7 @@ from django.db import connection
 
 from memory.models import MemoryItem, MemoryVersion
 from memory.services import search_vector_sql
-from runs.store import inserts, rows
+from runs.store import inserts, rows, writes
 from runs.store.audit import prefetch_chains
 from runs.store.pipeline import current_batch
 from runs.store.transaction import pipelined_atomic
@@ -45,7 +45,7 @@ class SeamItemRows:
             self._search_vector(row)
 
     def update(self, item: MemoryItem) -> None:
-        rows.update(item, guard={"version": item.version - 1})
+        writes.update(item, guard={"version": item.version - 1})
         self._search_vector(item)
 
     def _search_vector(self, item: MemoryItem) -> None:
