@@ -132,6 +132,16 @@ def _shared_cache(settings) -> None:
         client.close()
 
 
+@pytest.fixture(autouse=True)
+def _own_channel_layer(settings) -> None:
+    """A channel layer instance of the test's own: Channels drops the layers it built when the
+    ``CHANNEL_LAYERS`` setting changes (``channels.layers.ChannelLayerManager``), so a receive
+    an earlier test left pending on the process's layer in a loop that stopped (channels-redis
+    keeps one receive lock per layer instance, bound to its loop) cannot break this test's
+    consumers."""
+    settings.CHANNEL_LAYERS = {**settings.CHANNEL_LAYERS}
+
+
 @pytest.fixture
 def seeded(db: None) -> None:
     """Default risk rules, re-created after transactional tests flushed them."""
