@@ -24,7 +24,6 @@ Progress goes to stderr as it happens; the report goes to stdout at the end.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -56,9 +55,11 @@ from examples.airline.replay import (
     Conversation,
     Report,
     approve_pending,
+    command_line,
     print_report,
     recorded_calls,
     same_output,
+    show_progress,
     user_turns,
 )
 from examples.airline.store import DEFAULT_DATA_DIR, DEFAULT_DSN, Store
@@ -329,27 +330,12 @@ async def replay(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("file", type=Path, help="conversations in τ-bench's trajectories format")
-    parser.add_argument("--limit", type=int, default=None, help="replay only the first N")
+    parser = command_line(__doc__.splitlines()[0])
     parser.add_argument(
         "--only", action="append", default=[], metavar="TASK/TRIAL", help="replay this one"
     )
-    parser.add_argument(
-        "--url", required=True, help="agentops base URL, e.g. http://127.0.0.1:8000"
-    )
-    parser.add_argument("--token", required=True, help="API token of the client app's user")
-    parser.add_argument("--reviewer-token", default="", help="a reviewer's token: approve all")
-    parser.add_argument("--model-url", default="", help="a running replay model server")
-    parser.add_argument("--session", default="", help="resume the replay of this name")
-    parser.add_argument("--concurrency", type=int, default=8, help="conversations at once")
-    parser.add_argument("--airline-db", default=DEFAULT_DSN, help="PostgreSQL for the airline")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    show_progress(logger)
     report = asyncio.run(
         replay(
             args.file,

@@ -358,8 +358,11 @@ async def replay(
     return Report(list(results), time.monotonic() - started)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def command_line(description: str) -> argparse.ArgumentParser:
+    """The options the airline replays share (the conversations file, agentops' URL and
+    tokens, the replay model server, resuming, concurrency, the airline data), for a replay's
+    ``main`` to add its own to."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("file", type=Path, help="conversations in τ-bench's trajectories format")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N")
     parser.add_argument(
@@ -372,13 +375,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="conversations at once")
     parser.add_argument("--airline-db", default=DEFAULT_DSN, help="PostgreSQL for the airline")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    args = parser.parse_args(argv)
-    # The progress lines only, as they happen (a handler flushes each record): not the
-    # libraries' own INFO logs (httpx logs every request).
+    return parser
+
+
+def show_progress(progress: logging.Logger) -> None:
+    """The progress lines of a replay's logger ``progress`` on stderr as they happen (a
+    handler flushes each record): not the libraries' own INFO logs (httpx logs every
+    request)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = command_line(__doc__.splitlines()[0]).parse_args(argv)
+    show_progress(logger)
     report = asyncio.run(
         replay(
             args.file,
