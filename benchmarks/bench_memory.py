@@ -18,11 +18,16 @@ as the pages benchmark measures server time):
   namespaces (each a locked upsert, a kept version and an audit event with its chain head):
   p50 in ms. Target: at most 5 ms. Baseline: one ``INSERT ... ON CONFLICT DO UPDATE`` of
   the item alone, in its own transaction, p50.
+- **floor**: as many ``GET /api/v1/memory/items/`` of keys that do not exist (one indexed
+  lookup that finds nothing, answered 404): p50 in ms. Every request pays this much (the
+  middleware chain, the token and throttle checks, the project's lookup, the error answer)
+  before its own work, so it bounds what any API call can reach on the host.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Iterator
@@ -59,6 +64,7 @@ FIGURES = [
         (Target("<=", 20),),
     ),
     Figure("put_p50", "put p50 (baseline: a bare upsert)", "ms", (Target("<=", 5),)),
+    Figure("floor_p50", "authenticated GET of a missing item p50 (the API's floor)", "ms"),
 ]
 
 # Strides through the vocabulary: primes, so the 8 words of an item differ.
@@ -210,6 +216,33 @@ def puts(client: Any, size: Size, rng: random.Random, tag: str) -> tuple[list[fl
     return api, sql
 
 
+def misses(client: Any, size: Size, rng: random.Random) -> list[float]:
+    """``size.puts`` API gets of keys that do not exist; their times in ms.
+
+    Raises:
+        RuntimeError: a get was not answered 404.
+    """
+    times = []
+    # Django logs each 404 as a warning: not one line per request here.
+    logger = logging.getLogger("django.request")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        for i in range(size.puts):
+            user = f"user:{rng.randrange(size.namespaces)}"
+            url = f"/api/v1/memory/items/?namespace=bench.{user}.facts&key=none-{i}"
+
+            def get(url: str = url) -> None:
+                response = client.get(url)
+                if response.status_code != 404:
+                    raise RuntimeError(f"get answered {response.status_code}: {response.content!r}")
+
+            times.append(_timed(get))
+    finally:
+        logger.setLevel(level)
+    return times
+
+
 def run(bench: Bench) -> Iterator[Sample]:
     from django.test import Client
 
@@ -226,3 +259,4 @@ def run(bench: Bench) -> Iterator[Sample]:
         yield Sample("search_p95", percentile(found, 95), percentile(plain, 95))
         written, upserted = puts(client, size, rng, f"put-{i}")
         yield Sample("put_p50", percentile(written, 50), percentile(upserted, 50))
+        yield Sample("floor_p50", percentile(misses(client, size, rng), 50))

@@ -9,7 +9,12 @@ this moves ``REDIS_URL`` to the Redis database ``N`` below the one it names (wra
 Redis's 16), which it empties as the worker starts (as ``scripts/test`` empties the first), and
 gives ``AIRLINE_TEST_DATABASE_URL`` a ``_gwN`` suffix.
 
-It runs when the plugin is imported: xdist sets ``PYTEST_XDIST_WORKER`` before the worker
+Test files marked ``long`` (``pytestmark``) are collected first, and ``scripts/test`` keeps
+the collection's order (``--no-loadscope-reorder``; xdist otherwise starts the files with the
+most tests first): each worker starts on a long file and the short ones fill the end, so the
+run does not end on one worker finishing a long file alone.
+
+The isolation runs when the plugin is imported: xdist sets ``PYTEST_XDIST_WORKER`` before the worker
 reads its configuration, and pytest-django loads Django's settings (which read ``REDIS_URL``)
 after ``-p`` plugins are imported. Without xdist it changes nothing.
 """
@@ -55,3 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """A worker's Redis database starts empty: no messages or groups an earlier run left."""
     if _worker_index() is not None and os.environ.get("REDIS_URL"):
         redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the tests of files marked ``long`` first, in place; otherwise the order stays (a
+    stable sort, the same in every worker, as xdist requires)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -32,7 +32,7 @@ from runs.models import AgentSession, Run, RunStatus
 from tests.e2e.conftest import TIMEOUT_MS, log_in
 from testsupport.factories import make_user
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 EMAIL_ARGS = {"to": ["cfo@example.com"], "subject": "Q3 numbers", "body": "Total: 42"}
 # axe-core impacts that fail the test.

@@ -22,7 +22,7 @@ from runs.models import Run
 from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, approve_confirmed, log_in
 from testsupport.factories import make_run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 REASON = 'Wrong recipient — not <ops@example.com>; see ticket #42 & "refund" policy.'
 

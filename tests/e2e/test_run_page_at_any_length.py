@@ -24,7 +24,7 @@ from tests.e2e.conftest import SCREENSHOTS, TIMEOUT_MS, log_in
 from testsupport.factories import make_run, make_user
 from testsupport.long_runs import add_steps
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 START = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 # A client's tool result: a reservation whose long text and id must wrap, not widen the page.

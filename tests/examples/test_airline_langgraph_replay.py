@@ -24,7 +24,7 @@ from runs.models import ModelCall, Run, Step, StepStatus, ToolCall
 from tests.examples.test_airline_replay import AIRLINE_DSN, DATA, TRAJECTORIES, WRITES
 from testsupport.factories import make_token, make_user
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 CONVERSATIONS = 20
 # The write the reviewer refuses: task 15/0's last call, after which the recorded agent only

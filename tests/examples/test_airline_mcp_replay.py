@@ -18,7 +18,7 @@ from runs.models import Run, Step
 from tests.examples.test_airline_replay import AIRLINE_DSN, DATA, TRAJECTORIES, WRITES
 from testsupport.factories import make_token, make_user
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 CONVERSATIONS = 20
 

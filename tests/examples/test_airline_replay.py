@@ -16,7 +16,7 @@ from examples.airline.store import Store
 from runs.models import Run, Step, ToolCall
 from testsupport.factories import make_token, make_user
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 DATA = Path(__file__).resolve().parents[3] / "shared/data/tau-bench-airline"
 TRAJECTORIES = DATA / "trajectories.json"

@@ -21,7 +21,7 @@ from testsupport.cluster import Cluster
 from testsupport.factories import make_token, make_user
 from testsupport.processes import Process, daphne_command, free_port, wait_until
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 CONVERSATIONS = 10
 KILLS = 50

@@ -7,7 +7,7 @@ import pytest
 
 from testsupport.faults.harness import FaultPlan, run_harness
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.long, pytest.mark.worker]
 
 
 @pytest.mark.parametrize("seed", [7, 11, 23])

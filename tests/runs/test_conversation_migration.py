@@ -14,7 +14,7 @@ from runs.models import Message, Run
 from runs.models.conversation import estimate_tokens
 from runs.selectors import run_conversation
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 BEFORE = [("runs", "0022_state_versions")]
 CONVERSATION = [

@@ -14,7 +14,7 @@ from runs.control.fork import run_fork
 from runs.models import Run
 from tests.pages.conftest import CALCULATE
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 
 def _migrate(targets: list[tuple[str, str]]) -> None:

@@ -15,7 +15,7 @@ from approvals.models import ApprovalRequest
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 BEFORE = [("runs", "0004_retention_policies"), ("approvals", "0002_default_risk_rules")]
 

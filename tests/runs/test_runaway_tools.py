@@ -25,7 +25,7 @@ from tests.conftest import Worker
 from testsupport.factories import make_run
 from testsupport.processes import child_pids, wait_until
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.long, pytest.mark.worker]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from agentops_client import Client
 from examples.airline.model_server import ReplayServer, model_name
 from testsupport.factories import make_token, make_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = model_name(1, 0)

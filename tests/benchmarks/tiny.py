@@ -1,8 +1,9 @@
-"""``benchmarks/run.py --size tiny`` runs every benchmark and prints each one's rows.
+"""``benchmarks/run.py --size tiny --only NAME ...`` run for a test, and the rows it must print.
 
-Benchmarks are measurements, never timed tests: this only checks that each one runs end to end
-(its own database, workers and daphne, and the DBOS baseline's system database and workers) on
-a tiny size and reports every figure.
+Benchmarks are measurements, never timed tests: the tests only check that each benchmark runs
+end to end (its own database, workers and web server, and the DBOS baseline's system database
+and workers) on a tiny size and reports every figure. The benchmarks are split into three
+groups (``GROUPS``), one test file each, so that pytest-xdist's workers run them side by side.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import psycopg
-import pytest
 from django.conf import settings
 from psycopg import sql
 
@@ -35,33 +36,24 @@ from benchmarks.harness import HOST, HOST_FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
-pytestmark = pytest.mark.worker
+GROUPS: dict[str, tuple[ModuleType, ...]] = {
+    "executor": (bench_throughput, bench_dispatch, bench_approval, bench_live),
+    "api": (bench_api, bench_pages, bench_search, bench_retention),
+    "integrations": (
+        bench_gateway,
+        bench_conversation,
+        bench_memory,
+        bench_langgraph,
+        bench_artifacts,
+    ),
+}
 
 
-def _expected_rows() -> list[str]:
-    """``| <benchmark> | <figure label> |`` of every row the tiny run must print."""
-    figures = {
-        module.NAME: module.FIGURES
-        for module in (
-            bench_throughput,
-            bench_dispatch,
-            bench_approval,
-            bench_api,
-            bench_pages,
-            bench_retention,
-            bench_search,
-            bench_gateway,
-            bench_conversation,
-            bench_memory,
-            bench_langgraph,
-            bench_artifacts,
-        )
-    }
-    figures[HOST] = HOST_FIGURES
-    figures[bench_live.NAME] = [
-        f for n in bench_live.SIZES["tiny"].clients for f in bench_live.figures_for(n)
-    ]
-    return [f"| {name} | {f.label} |" for name, rows in figures.items() for f in rows]
+def _labels(module: ModuleType) -> list[str]:
+    if module is bench_live:
+        clients = bench_live.SIZES["tiny"].clients
+        return [f.label for n in clients for f in bench_live.figures_for(n)]
+    return [f.label for f in module.FIGURES]
 
 
 def _server() -> str:
@@ -70,9 +62,17 @@ def _server() -> str:
     return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
 
 
-def test_every_benchmark_runs_on_a_tiny_size_and_prints_its_rows(tmp_path):
+def run_group(group: str, logs: Path) -> None:
+    """Run the benchmarks of ``GROUPS[group]`` at the tiny size in a database of their own
+    (``<test database>_bench_<group>``, dropped afterwards) and check that the table prints
+    every row of theirs and the host's, each with a median.
+
+    Raises:
+        AssertionError: the run failed, or a row is missing or has no figure.
+    """
     server = _server()
-    database = f"{settings.DATABASES['default']['NAME']}_bench"
+    database = f"{settings.DATABASES['default']['NAME']}_bench_{group}"
+    modules = GROUPS[group]
     try:
         result = subprocess.run(
             [
@@ -83,7 +83,9 @@ def test_every_benchmark_runs_on_a_tiny_size_and_prints_its_rows(tmp_path):
                 f"--server={server}",
                 f"--database={database}",
                 f"--redis-url={settings.REDIS_URL}",
-                f"--logs={tmp_path}",
+                f"--logs={logs}",
+                "--only",
+                *(module.NAME for module in modules),
             ],
             cwd=ROOT,
             capture_output=True,
@@ -97,15 +99,11 @@ def test_every_benchmark_runs_on_a_tiny_size_and_prints_its_rows(tmp_path):
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     table = result.stdout.split("All benchmarks")[-1].splitlines()
-    for prefix in _expected_rows():
+    expected = [f"| {HOST} | {f.label} |" for f in HOST_FIGURES] + [
+        f"| {module.NAME} | {label} |" for module in modules for label in _labels(module)
+    ]
+    for prefix in expected:
         line = next((line for line in table if line.startswith(prefix)), None)
         assert line is not None, f"row not printed: {prefix}\n{result.stdout[-3000:]}"
         median = line.split("|")[4].strip()
         assert median != "-", f"nothing measured: {line}"
-
-
-def test_the_throughput_window_splits_at_the_last_creation_response() -> None:
-    # 0.5 s of a 2 s window creating; 600 steps finished in the 1.5 s after it.
-    assert bench_throughput.creation_split(100.0, 100.5, 102.0, 600) == (25.0, 400.0)
-    # Every run done before the last response: nothing after it.
-    assert bench_throughput.creation_split(100.0, 101.0, 100.8, 0) == (100.0, 0.0)
