@@ -109,7 +109,9 @@ def test_the_mcp_sessions_timeline_follows_the_reviewers_approval_live(
     )
     expect(card).to_have_attribute("data-step-status", "awaiting_approval")
     expect(card.locator(".tool")).to_have_text("transfer")
-    expect(card.locator("[data-approval-status]")).to_have_text("pending")
+    expect(card.locator("[data-approval-status]")).to_have_attribute(
+        "data-approval-status", "pending"
+    )
     timeline.evaluate("window.__noReload = 1")
     timeline.screenshot(path=SCREENSHOTS / "e2e-mcp-waiting.png", full_page=True)
 
@@ -134,7 +136,9 @@ def test_the_mcp_sessions_timeline_follows_the_reviewers_approval_live(
     # answer to the approved arguments.
     answer = json.dumps({"tool": "transfer", "args": APPROVED})
     expect(card).to_have_attribute("data-step-status", "succeeded")
-    expect(card.locator("[data-approval-status]")).to_have_text("approved")
+    expect(card.locator("[data-approval-status]")).to_have_attribute(
+        "data-approval-status", "approved"
+    )
     expect(card.locator(".approval-summary")).to_contain_text("Ninety, not nine hundred.")
     expect(card.locator("[data-step-args]")).to_contain_text(re.compile(r"amount: 90(?!\d)"))
     # The answer (JSON text in the result's content) shown as the tree of that JSON.

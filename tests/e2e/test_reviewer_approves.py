@@ -47,7 +47,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     timeline = context.new_page()
     log_in(timeline, "rita", f"/runs/{run.pk}/")
     expect(timeline.locator("[data-live-indicator]")).to_have_attribute("data-state", "live")
-    expect(timeline.locator("[data-run-status]")).to_have_text("awaiting_approval")
+    expect(timeline.locator("[data-run-status]")).to_have_text("Awaiting approval")
     expect(timeline.locator('[data-step-index="1"]')).to_have_attribute(
         "data-step-status", "awaiting_approval"
     )
@@ -82,7 +82,7 @@ def test_reviewer_approves_and_the_run_finishes_without_reload(
     expect(inbox.locator(".message-success")).to_contain_text("Approved send_email")
 
     # Tab 1 follows the run to the end over its WebSocket, without reloading.
-    expect(timeline.locator("[data-run-status]")).to_have_text("succeeded")
+    expect(timeline.locator("[data-run-status]")).to_have_text("Succeeded")
     expect(timeline.locator('[data-step-index="1"]')).to_have_attribute(
         "data-step-status", "succeeded"
     )

@@ -48,7 +48,7 @@ def test_a_succeeded_steps_attempts_are_counted_and_loaded_when_opened(client, o
     fragment = client.get(path)
     assert fragment.status_code == 200
     (row,) = _rows(fragment.content.decode())
-    assert row.startswith("1 succeeded ")
+    assert row.startswith("1 Succeeded ")
 
 
 def test_a_failed_steps_attempts_are_listed_in_an_open_section(client, operator, make_run):
@@ -61,7 +61,7 @@ def test_a_failed_steps_attempts_are_listed_in_an_open_section(client, operator,
     assert section.startswith('<details class="attempts" open')
     assert "data-lazy-src" not in section
     inline = _rows(section)
-    assert [row.split()[:2] for row in inline] == [["1", "failed"], ["2", "failed"]]
+    assert [row.split()[:2] for row in inline] == [["1", "Failed"], ["2", "Failed"]]
     assert all("ValueError : boom" in row for row in inline)
     loaded = client.get(reverse("run-step-attempts", args=[run.pk, 0])).content.decode()
     assert _rows(loaded) == inline

@@ -52,7 +52,7 @@ def test_run_timeline_shows_steps_attempts_results_and_events(client, operator, 
     response = client.get(reverse("run-detail", args=[awaiting_run.pk]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert "data-run-status>awaiting_approval<" in html
+    assert 'data-run-status="awaiting_approval">Awaiting approval<' in html
     assert 'data-step-status="succeeded"' in html
     assert 'data-step-status="awaiting_approval"' in html
     assert f'<span class="j-key">expression</span>: {COPY_BUTTON}' in html
