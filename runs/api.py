@@ -53,6 +53,7 @@ from runs.serializers import (
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
+    identity_fields,
 )
 from runs.state_api import BAD_INPUT, StateEndpoints
 from runs.tools import all_tools
@@ -147,9 +148,10 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         """Append a model turn (``runs.control.conversation.run_messages_append``): the run's
         status and new totals (without its steps and conversation: a turn is frequent, the
         run grows)."""
-        run = conversation.run_messages_append(actor=actor, run_id=pk, **fields)
+        identity = identity_fields(fields)
+        run = conversation.run_messages_append(actor=actor, run_id=pk, identity=identity, **fields)
         # Read again: the row as committed (a protected status cannot be refreshed in place).
-        totals = Run.objects.select_related("requested_by").get(pk=run.pk)
+        totals = Run.objects.select_related("requested_by", "prompt").get(pk=run.pk)
         return RunTotalsSerializer(totals).data
 
     def conversation_page(self, pk: uuid.UUID, **query: Any) -> dict[str, Any]:
@@ -227,7 +229,10 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         )
         if "session" in fields:
             fields["session"] = self._session_of(project, fields["session"])
-        run = create.run_create(actor=actor_for(request), project=project, **fields)
+        identity = identity_fields(fields)
+        run = create.run_create(
+            actor=actor_for(request), project=project, identity=identity, **fields
+        )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @idempotent_action(

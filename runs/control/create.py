@@ -16,6 +16,7 @@ from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, message_rows, parse_usage
+from runs.control.identity import identity_apply, parse_identity
 from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
@@ -186,6 +187,7 @@ def run_create(
     project: Project | None = None,
     state_schema: Any = None,
     session: AgentSession | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -200,7 +202,9 @@ def run_create(
     ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
     project's state schema its agent state follows (``Run.state_schema``; default version:
     the newest). ``session`` (an open session of the same project) is the session the run
-    belongs to: its messages join the session's conversation.
+    belongs to: its messages join the session's conversation. ``identity`` holds what drives
+    the run as its client reports it (``runs.control.identity.parse_identity``: agent name
+    and version, system prompt with its name and version label, model and parameters).
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -209,8 +213,9 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have.
+            schema the project does not have, a malformed identity.
     """
+    reported = parse_identity(identity or {})
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
@@ -248,6 +253,7 @@ def run_create(
             deadline=deadline,
             **limits,
         )
+        identity_changes = identity_apply(run, reported)
         messages = message_rows(run, prepared.conversation, step_index=None)
         if session is not None:
             # The session is locked (it may be closing at this moment) and must be open.
@@ -266,6 +272,8 @@ def run_create(
             declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
         if run.session is not None:
             declared_payload["session"] = str(run.session.pk)
+        if identity_changes:
+            declared_payload["identity"] = identity_changes
         record_transition(actor, run, "", agent=agent, goal=goal, **declared_payload)
         if run.session is not None:
             record_session_event(actor, run.session, "run_added", run=str(run.pk))
