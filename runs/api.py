@@ -219,8 +219,9 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        """Create a run (``runs.control.create.run_create``) and answer 201 with it as it was
-        created (queued), not read back: the workers may already have moved it on."""
+        """Create a run (``runs.control.create.run_create``; a ``traceparent`` header makes
+        its trace continue the client's) and answer 201 with it as it was created (queued),
+        not read back: the workers may already have moved it on."""
         body = CreateRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
@@ -231,7 +232,11 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
             fields["session"] = self._session_of(project, fields["session"])
         identity = identity_fields(fields)
         run = create.run_create(
-            actor=actor_for(request), project=project, identity=identity, **fields
+            actor=actor_for(request),
+            project=project,
+            identity=identity,
+            traceparent=request.headers.get("traceparent"),
+            **fields,
         )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 

@@ -27,6 +27,7 @@ from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
 from runs.store.writes import insert_new, step_change_later
 from runs.tools import get_tool, schema_invalid, schema_problem
+from runs.trace_context import parse_traceparent
 from runs.transitions import (
     lock_session,
     record_session_event,
@@ -188,6 +189,7 @@ def run_create(
     state_schema: Any = None,
     session: AgentSession | None = None,
     identity: dict[str, Any] | None = None,
+    traceparent: str | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -205,6 +207,8 @@ def run_create(
     belongs to: its messages join the session's conversation. ``identity`` holds what drives
     the run as its client reports it (``runs.control.identity.parse_identity``: agent name
     and version, system prompt with its name and version label, model and parameters).
+    ``traceparent`` is the creating request's W3C ``traceparent`` header: kept when valid
+    (``runs.trace_context.parse_traceparent``), so the run's trace continues the client's.
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -251,6 +255,7 @@ def run_create(
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
+            trace_parent=parse_traceparent(traceparent),
             **limits,
         )
         identity_changes = identity_apply(run, reported)

@@ -223,6 +223,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     prompt_version = models.CharField(max_length=MAX_VERSION, blank=True, default="", db_default="")
     model = models.CharField(max_length=200, blank=True, default="", db_default="")
     model_parameters = models.JSONField(default=dict, blank=True, db_default={})
+    trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
     )
