@@ -210,3 +210,17 @@ def test_the_overview_groups_and_filters_by_agent_and_prompt_version(api, client
     assert (bad.status_code, bad.json()["field"]) == (400, "agent_version")
     page = client.get(reverse("fleet-overview"), {"agent_version": "2.0"}).content.decode()
     assert 'data-versions="agent_version=2.0"' in page
+
+
+def test_the_run_page_shows_what_drives_the_run_with_links_to_its_versions(api, client, operator):
+    run = client_run(
+        api, agent_name="refunds desk", agent_version="2.0", prompt=prompt(version="v2")
+    )
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[run["id"]])).content.decode()
+    assert "?agent_name=refunds%20desk&amp;agent_version=2.0" in html
+    assert "?prompt_name=refunds&amp;prompt_version=v2" in html
+    bare = client_run(api)
+    html = client.get(reverse("run-detail", args=[bare["id"]])).content.decode()
+    assert "data-run-agent-version" not in html
+    assert "data-run-prompt-version" not in html
