@@ -224,3 +224,30 @@ def test_the_run_page_shows_what_drives_the_run_with_links_to_its_versions(api, 
     html = client.get(reverse("run-detail", args=[bare["id"]])).content.decode()
     assert "data-run-agent-version" not in html
     assert "data-run-prompt-version" not in html
+
+
+def test_a_fork_goes_on_with_its_source_s_agent_prompt_and_model(
+    api, django_capture_on_commit_callbacks
+):
+    steps = [
+        {"tool": "echo", "args": {"value": 1}},
+        {"tool": "calculate", "args": {"expression": "2"}},
+    ]
+    body = {
+        "agent": "plan",
+        "goal": "g",
+        "steps": steps,
+        "agent_name": "desk",
+        "agent_version": "1.0",
+        "prompt": prompt(),
+        "model": "gpt-4o",
+        "model_parameters": {"temperature": 0},
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        source = api.post(RUNS_URL, body, format="json").json()
+    with django_capture_on_commit_callbacks(execute=True):
+        forked = api.post(run_url(source["id"], "fork"), {"from_index": 1}, format="json")
+    assert forked.status_code == 201
+    fork = api.get(run_url(forked.json()["id"])).json()
+    keys = ("agent_name", "agent_version", "prompt", "model", "model_parameters")
+    assert {key: fork[key] for key in keys} == {key: source[key] for key in keys}
