@@ -2,7 +2,8 @@
 ``opentelemetry-sdk`` exporter to any collector.
 
 A finished run is one trace: a span for the run (``invoke_agent``), one per step
-(``execute_tool``, with the GenAI semantic conventions' tool attributes, each failed attempt
+(``execute_tool``, below the client's span when its append came with a ``traceparent`` of the
+run's trace, with the GenAI semantic conventions' tool attributes, each failed attempt
 that was retried an event ``retry``), one per gate wait under its step (the approval gate:
 who decided, the decision, the seconds waited) and one per model turn (``chat``, with
 ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``, the cost as
@@ -39,7 +40,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
@@ -80,18 +81,24 @@ def span_id_of(kind: str, key: object) -> int:
     return int.from_bytes(digest[:8], "big") or 1
 
 
+def remote_parent(traceparent: str) -> SpanContext:
+    """The client's span a stored ``traceparent`` (``runs.trace_context``'s canonical form)
+    names."""
+    _, trace_hex, span_hex, flags = traceparent.split("-")
+    return SpanContext(
+        int(trace_hex, 16),
+        int(span_hex, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(flags, 16)),
+    )
+
+
 def trace_of(run: Run) -> tuple[int, SpanContext | None]:
     """The trace id of ``run`` and the client's span its run span continues (None: the run
     starts its trace): from ``Run.trace_parent`` when the run was created with one, else the
     run's UUID as the trace id."""
     if run.trace_parent:
-        _, trace_hex, span_hex, flags = run.trace_parent.split("-")
-        parent = SpanContext(
-            int(trace_hex, 16),
-            int(span_hex, 16),
-            is_remote=True,
-            trace_flags=TraceFlags(int(flags, 16)),
-        )
+        parent = remote_parent(run.trace_parent)
         return parent.trace_id, parent
     return run.pk.int, None
 
@@ -142,6 +149,7 @@ class _Builder:
         kind: SpanKind = SpanKind.INTERNAL,
         status: Status | None = None,
         events: list[Event] | None = None,
+        links: list[Link] | None = None,
     ) -> ReadableSpan:
         return ReadableSpan(
             name=name,
@@ -150,6 +158,7 @@ class _Builder:
             resource=self.resource,
             attributes=_clean(attributes),
             events=events or [],
+            links=links or [],
             kind=kind,
             status=status or Status(StatusCode.UNSET),
             start_time=_ns(start),
@@ -198,8 +207,20 @@ class _Builder:
             status=status,
         )
 
+    def step_parent(self, step: Step) -> tuple[SpanContext, list[Link]]:
+        """The parent of ``step``'s span: the client's span its append came from when that is
+        in the run's trace (``Step.trace_parent``), else the run's span (linked to the
+        client's span of another trace)."""
+        if not step.trace_parent:
+            return self.run_context, []
+        client = remote_parent(step.trace_parent)
+        if client.trace_id == self.trace_id:
+            return client, []
+        return self.run_context, [Link(client)]
+
     def step_spans(self, step: Step) -> Iterator[ReadableSpan]:
         context = self.context("step", step.pk)
+        parent, links = self.step_parent(step)
         attempts = list(step.attempt_set.all())
         status: Status | None = None
         error: dict[str, Any] = {}
@@ -210,7 +231,7 @@ class _Builder:
         yield self.span(
             f"execute_tool {step.tool}",
             context,
-            self.run_context,
+            parent,
             step.created_at,
             step.finished_at or self.end,
             {
@@ -230,6 +251,7 @@ class _Builder:
             },
             status=status,
             events=[_retry_event(a) for a in attempts[:-1] if a.status == AttemptStatus.FAILED],
+            links=links,
         )
         approval = getattr(step, "approval", None)
         if approval is not None:

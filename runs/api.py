@@ -246,11 +246,17 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         responses={201: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     def steps(self, request: Request, pk: uuid.UUID) -> Response:
-        """Append one step (``runs.control.create.step_append``); it runs after the steps
-        before it (a client step becomes ``ready`` for its client)."""
+        """Append one step (``runs.control.create.step_append``; a ``traceparent`` header puts
+        its span below the client's); it runs after the steps before it (a client step
+        becomes ``ready`` for its client)."""
         body = AppendStepSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        step = create.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
+        step = create.step_append(
+            actor=actor_for(request),
+            run_id=pk,
+            traceparent=request.headers.get("traceparent"),
+            **body.validated_data,
+        )
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
 

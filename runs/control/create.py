@@ -65,10 +65,16 @@ def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
 
 
 def new_step(
-    run: Run, spec: StepSpec, *, index: int, klass: Classification, requested_by: Any = None
+    run: Run,
+    spec: StepSpec,
+    *,
+    index: int,
+    klass: Classification,
+    requested_by: Any = None,
+    trace_parent: str = "",
 ) -> Step:
     """An unsaved pending step of ``run`` at ``index``, classified as ``klass``, asked for by
-    the user ``requested_by``."""
+    the user ``requested_by`` in a request whose checked ``traceparent`` is ``trace_parent``."""
     tool = get_tool(spec.tool)
     digest = Step.args_digest(spec.args)
     return Step(
@@ -87,6 +93,7 @@ def new_step(
         gate_params=klass.params,
         rationale=spec.rationale,
         tool_call_id=spec.tool_call_id,
+        trace_parent=trace_parent,
         recorded_result=spec.recorded_result,
         max_attempts=tool.max_attempts if tool else settings.AGENTOPS_DEFAULT_MAX_ATTEMPTS,
         timeout_seconds=(
@@ -123,15 +130,24 @@ def create_steps(
     edited: int | None = None,
     keys: list[int] | None = None,
     classes: list[Classification] | None = None,
+    trace_parent: str = "",
 ) -> list[Step]:
     """Classify ``specs`` (the one at position ``edited`` has arguments a person edited;
     ``classes``: already classified by ``classify_specs``), then insert them as pending steps
     of ``run`` from ``first_index`` on, with the primary ``keys`` reserved for them if given
-    (one per spec)."""
+    (one per spec), appended in a request whose checked ``traceparent`` is
+    ``trace_parent``."""
     if classes is None:
         classes = classify_specs(specs, edited=edited)
     steps = [
-        new_step(run, spec, index=first_index + i, klass=klass, requested_by=actor.user)
+        new_step(
+            run,
+            spec,
+            index=first_index + i,
+            klass=klass,
+            requested_by=actor.user,
+            trace_parent=trace_parent,
+        )
         for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
     ]
     for step, key in zip(steps, keys or [], strict=False):
@@ -302,6 +318,7 @@ def step_append(
     declared_risk: str = "",
     tool_call_id: str = "",
     reuse_open_call: bool = False,
+    traceparent: str | None = None,
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done. The run is
     advanced in the same transaction: when nothing is in flight, the new step is already
@@ -316,7 +333,9 @@ def step_append(
     the step when no risk rule matches (the MCP gateway passes its upstream's annotations).
     ``tool_call_id`` is the client's own id for the call (kept on the step, never changed);
     with ``reuse_open_call``, an open step of the run with the same ``tool_call_id`` (a client
-    repeating a call it stopped waiting for) is returned as it is instead.
+    repeating a call it stopped waiting for) is returned as it is instead. ``traceparent`` is
+    the request's W3C ``traceparent`` header: kept on the step when valid, so its span hangs
+    below the client's (``runs.trace_context.parse_traceparent``).
 
     One step past the run's step limit may be appended: when its turn comes the run fails
     (budget policy fail; the step is skipped) or it waits for approval to continue (policy
@@ -360,7 +379,13 @@ def step_append(
         if refusal:
             raise Conflict(refusal)
         (step,) = create_steps(
-            run, specs, first_index=count, actor=actor, keys=keys, classes=classes
+            run,
+            specs,
+            first_index=count,
+            actor=actor,
+            keys=keys,
+            classes=classes,
+            trace_parent=parse_traceparent(traceparent),
         )
         if reported is not None:
             step.usage = reported.as_json()

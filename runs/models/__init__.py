@@ -353,6 +353,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
     result (an MCP result with ``isError``, a client's report with ``is_error``, or a result
     in the error form its tool declares, ``runs.tools.tool_error_of``): the call happened and
     its answer is on record for the agent, but it did not do what was asked.
+    ``trace_parent`` is the W3C ``traceparent`` of the client's request that appended it
+    (empty: none): its span in the run's trace hangs below the client's (``fleet.traces``).
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
     is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
@@ -402,6 +404,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
     gate_params = models.JSONField(default=dict, blank=True)
     rationale = models.TextField(blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
+    trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     recorded_result = models.JSONField(null=True, blank=True)
     status = FSMField(
         max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True

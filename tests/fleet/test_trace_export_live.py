@@ -1,7 +1,8 @@
 """Runs exported as OpenTelemetry traces to a real OTLP/HTTP receiver (``testsupport.otlp``),
 through a web server and a Celery worker of the test's own with the standard
 ``OTEL_EXPORTER_OTLP_ENDPOINT``: a client run with two model turns, a tool call, an approval
-and a retry arrives as one trace, inside the agent's own trace (its ``traceparent``), with the
+and a retry arrives as one trace, inside the agent's own trace (the ``traceparent`` of its
+requests: the run below the agent's span, the tool call below the agent's span of it), with the
 expected spans and GenAI attributes; with the receiver down the run finishes all the same and
 its spans arrive once the receiver is back."""
 
@@ -101,7 +102,8 @@ def test_a_run_arrives_as_one_trace_after_the_collector_comes_back(traced, recei
             {"model": "gpt-4o", "input_tokens": 120, "output_tokens": 30, "cost_usd": 0.0012},
             model_parameters={"temperature": 0.2, "top_p": 0.9},
         )
-        step = agent.append_step(run.run_id, "issue_refund", {"amount": 60})
+        with tracer.start_as_current_span("agent calls issue_refund") as tool_call:
+            step = agent.append_step(run.run_id, "issue_refund", {"amount": 60})
         approve_when_pending(reviewer).join(60)
         step = agent.wait_for_step(run.run_id, step.id, timeout=60)
         assert step.status == "ready"
@@ -156,7 +158,8 @@ def test_a_run_arrives_as_one_trace_after_the_collector_comes_back(traced, recei
     assert root.status == "STATUS_CODE_OK"
     assert root.resource["service.name"] == "agentops-test"
 
-    assert tool.parent_span_id == root.span_id
+    # The step was appended inside the agent's own span of the call: its span hangs below it.
+    assert tool.parent_span_id == f"{tool_call.get_span_context().span_id:016x}"
     assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
     assert tool.attributes["gen_ai.tool.name"] == "issue_refund"
     assert tool.attributes["agentops.step.attempts"] == 2

@@ -81,6 +81,35 @@ def test_a_traceparent_on_creation_puts_the_run_in_the_client_s_trace(operator_a
     assert root.context.span_id == span_id_of("run", run.pk)
 
 
+def test_a_step_appended_with_a_traceparent_hangs_below_the_client_s_span(
+    operator_api, django_capture_on_commit_callbacks
+):
+    created = operator_api.post(
+        RUNS_URL,
+        {"agent": "client", "goal": "traced"},
+        format="json",
+        HTTP_TRACEPARENT=f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01",
+    ).json()
+    tool_span = "00f067aa0ba902b7"
+    other_trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    for header in (f"00-{CLIENT_TRACE}-{tool_span}-01", f"00-{other_trace}-{tool_span}-01"):
+        with django_capture_on_commit_callbacks(execute=True):
+            appended = operator_api.post(
+                f"{RUNS_URL}{created['id']}/steps/",
+                {"tool": "calculate", "args": {"expression": "1+1"}},
+                format="json",
+                HTTP_TRACEPARENT=header,
+            )
+        assert appended.status_code == 201, appended.content
+    root, same_trace, other = run_spans(Run.objects.get(pk=created["id"]).pk)
+    assert f"{same_trace.parent.span_id:016x}" == tool_span
+    assert same_trace.links == ()
+    # A client span of another trace cannot be a parent here: the step links to it.
+    assert other.parent == root.context
+    (link,) = other.links
+    assert f"{link.context.trace_id:032x}" == other_trace
+
+
 @pytest.mark.parametrize(
     "header",
     [
