@@ -100,6 +100,24 @@ AGENTOPS_TASK_HISTORY = env_str("AGENTOPS_TASK_HISTORY", "all")
 if AGENTOPS_TASK_HISTORY not in ("all", "failures", "off"):
     raise ImproperlyConfigured("AGENTOPS_TASK_HISTORY must be all, failures or off")
 
+# OpenTelemetry export of runs as traces (``fleet.traces``): on when an OTLP endpoint is set
+# with OpenTelemetry's standard variables (the exporter reads them and the others it knows:
+# headers, timeout, compression, certificates) and OTEL_SDK_DISABLED is not true; off
+# otherwise. A failed export is retried AGENTOPS_OTEL_EXPORT_RETRIES times, the delay from
+# AGENTOPS_OTEL_RETRY_BASE_SECONDS doubling per retry up to AGENTOPS_OTEL_RETRY_MAX_SECONDS:
+# a collector down for less than their sum (the retry window; about 85 minutes by default)
+# loses no span.
+AGENTOPS_OTEL_EXPORT = (
+    bool(
+        env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+        or env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+    )
+    and env_str("OTEL_SDK_DISABLED", "false").strip().lower() != "true"
+)
+AGENTOPS_OTEL_EXPORT_RETRIES = env_int("AGENTOPS_OTEL_EXPORT_RETRIES", 20, minimum=0)
+AGENTOPS_OTEL_RETRY_BASE_SECONDS = env_int("AGENTOPS_OTEL_RETRY_BASE_SECONDS", 5, minimum=0)
+AGENTOPS_OTEL_RETRY_MAX_SECONDS = env_int("AGENTOPS_OTEL_RETRY_MAX_SECONDS", 300, minimum=0)
+
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.sweep", "schedule": float(AGENTOPS_SWEEP_INTERVAL_SECONDS)},
     "retention": {

@@ -270,10 +270,14 @@ CELERY_WORKER_POOL_RESTARTS = True
 # takes from them in turn): the sweeper must not wait behind a backlog of steps, which a
 # worker claiming a run's next steps itself (AGENTOPS_CLAIM_NEXT_SECONDS) drains more slowly.
 MAINTENANCE_QUEUE = "agentops.maintenance"
+# Trace exports (fleet.export_run_trace) have one too: one waiting on a collector that is down
+# never holds up a step or the sweeper.
+TRACES_QUEUE = "agentops.traces"
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = (
     Queue("celery", routing_key="celery"),
     Queue(MAINTENANCE_QUEUE, routing_key=MAINTENANCE_QUEUE),
+    Queue(TRACES_QUEUE, routing_key=TRACES_QUEUE),
 )
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": MAINTENANCE_QUEUE},
@@ -284,6 +288,7 @@ CELERY_TASK_ROUTES = {
     "fleet.purge_task_history": {"queue": MAINTENANCE_QUEUE},
     "fleet.refresh_workers_report": {"queue": MAINTENANCE_QUEUE},
     "memory.purge": {"queue": MAINTENANCE_QUEUE},
+    "fleet.export_run_trace": {"queue": TRACES_QUEUE},
 }
 
 if REDIS_URL:

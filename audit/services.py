@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -155,7 +156,22 @@ def _write(events: list[AuditEvent], prefetched: _Prefetched | None) -> ChainHea
             error=ChainMoved(f"audit chain {chain} moved while this transaction wrote it"),
         )
     publish_on_commit(events)
+    for listener in _committed_listeners:
+        transaction.on_commit(functools.partial(listener, events), robust=True)
     return moved
+
+
+# What apps above audit have asked to be told about committed events (``on_events_committed``).
+_committed_listeners: list[Callable[[list[AuditEvent]], None]] = []
+
+
+def on_events_committed(listener: Callable[[list[AuditEvent]], None]) -> None:
+    """Have ``listener(events)`` called with the events of each write once its transaction has
+    committed (never for one rolled back), in the committing process; a listener that raises
+    is logged by Django (``robust``), never failing the change. Registered at start-up
+    (``AppConfig.ready``) by an app that must react to another's changes without being
+    imported by it (``fleet.traces`` exports finished runs)."""
+    _committed_listeners.append(listener)
 
 
 @dataclass

@@ -116,16 +116,69 @@ def approval_wait_seconds() -> Seconds:
     return Seconds(ExpressionWrapper(F("decided_at") - F("created_at"), DurationField()))
 
 
-def _decided(project_ids: list[int] | None, start: datetime) -> Any:
+def _decided(project_ids: list[int] | None, start: datetime, versions: Q) -> Any:
     approvals = ApprovalRequest.objects.filter(
-        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED], decided_at__gte=start
+        versions,
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED],
+        decided_at__gte=start,
     )
     return _scoped(approvals, "run__project_id", project_ids)
 
 
-def overview(*, window: Window, project_ids: list[int] | None, now: datetime) -> dict[str, Any]:
+# The overview's filters by what drives a run (``Run`` fields of the same names, exact).
+VERSION_FILTERS = ("agent_name", "agent_version", "prompt_name", "prompt_version")
+
+
+def _versions_q(versions: dict[str, str], prefix: str = "") -> Q:
+    """The condition that a run (reached through ``prefix``, e.g. ``run__``) has the values
+    of ``versions`` (keys of ``VERSION_FILTERS``)."""
+    return Q(**{f"{prefix}{name}": value for name, value in versions.items()})
+
+
+def _by_version(runs: QuerySet[Run]) -> list[dict[str, Any]]:
+    """``runs`` grouped by agent name and version and prompt name and version, most runs
+    first: each group's ``runs``, ``succeeded``, ``failed``, ``failure_rate`` (of succeeded
+    plus failed; None without), ``tokens`` and ``cost_usd`` (USD)."""
+    rows = (
+        runs.values(*VERSION_FILTERS)
+        .annotate(
+            n=Count("id"),
+            succeeded=Count("id", filter=Q(status=RunStatus.SUCCEEDED)),
+            failed=Count("id", filter=Q(status=RunStatus.FAILED)),
+            tokens=Sum("usage_tokens"),
+            cost=Sum("cost_usd"),
+        )
+        .order_by("-n", *VERSION_FILTERS)
+    )
+    return [
+        {
+            **{name: row[name] for name in VERSION_FILTERS},
+            "runs": row["n"],
+            "succeeded": row["succeeded"],
+            "failed": row["failed"],
+            "failure_rate": (
+                row["failed"] / (row["failed"] + row["succeeded"])
+                if row["failed"] + row["succeeded"]
+                else None
+            ),
+            "tokens": int(row["tokens"] or 0),
+            "cost_usd": float(row["cost"] or 0),
+        }
+        for row in rows
+    ]
+
+
+def overview(
+    *,
+    window: Window,
+    project_ids: list[int] | None,
+    now: datetime,
+    versions: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """The overview's figures over ``window`` up to ``now``, for the runs of ``project_ids``
-    (None: every project), as JSON-ready data:
+    (None: every project) that have the values of ``versions`` (keys of ``VERSION_FILTERS``:
+    agent name and version, prompt name and version label, exact; None: every run), as
+    JSON-ready data:
 
     - ``buckets``: the start of each bucket (ISO 8601), oldest first, the last one holding
       ``now``; ``bucket_seconds`` their width;
@@ -141,12 +194,14 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
       decision (None without decisions);
     - ``cost_by_agent``: ``[{"agent", "label", "cost_usd", "runs"}]`` of the runs created in
       the window, by agent kind, costliest first;
+    - ``by_version``: the runs created in the window grouped by agent name and version and
+      prompt name and version (``_by_version``);
     - ``totals``: the same over the whole window (``runs``, ``steps``, ``step_tool_errors``,
       ``runs_succeeded``,
       ``runs_failed``, ``failure_rate``, ``approvals_decided``, ``approval_wait_p50``,
       ``approval_wait_p95``, ``cost_usd``).
 
-    Six queries, whatever the number of rows.
+    Seven queries, whatever the number of rows.
 
     Raises:
         OverviewUnavailable: the database is not PostgreSQL.
@@ -167,7 +222,8 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
                 values[index[row["bucket"]]] = row[key]
         return values
 
-    runs = _scoped(Run.objects.all(), "project_id", project_ids)
+    chosen = versions or {}
+    runs = _scoped(Run.objects.filter(_versions_q(chosen)), "project_id", project_ids)
     created = (
         runs.filter(created_at__gte=first)
         .annotate(bucket=DateBin(width, "created_at"))
@@ -178,7 +234,9 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
 
     finished_steps = _scoped(
         Step.objects.filter(
-            finished_at__gte=first, status__in=[StepStatus.SUCCEEDED, StepStatus.FAILED]
+            _versions_q(chosen, "run__"),
+            finished_at__gte=first,
+            status__in=[StepStatus.SUCCEEDED, StepStatus.FAILED],
         ),
         "run__project_id",
         project_ids,
@@ -203,7 +261,7 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
     ended_rows = list(ended)
     ended_counts, failed_counts = series(ended_rows, "ended"), series(ended_rows, "failed")
 
-    decided = _decided(project_ids, first)
+    decided = _decided(project_ids, first, _versions_q(chosen, "run__"))
     wait_rows = list(
         decided.annotate(bucket=DateBin(width, "decided_at"))
         .values("bucket")
@@ -251,6 +309,7 @@ def overview(*, window: Window, project_ids: list[int] | None, now: datetime) ->
         "approval_wait_p50": series(wait_rows, "p50", None),
         "approval_wait_p95": series(wait_rows, "p95", None),
         "cost_by_agent": cost_by_agent,
+        "by_version": _by_version(runs.filter(created_at__gte=first)),
         "totals": {
             "runs": sum(run_counts),
             "steps": sum(step_counts),

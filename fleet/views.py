@@ -16,6 +16,7 @@ import math
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import redis
 from django.conf import settings
@@ -38,6 +39,7 @@ from fleet.models import TaskRecord, TaskState
 from fleet.receivers import TASK_SUBJECTS
 from projects.access import Access
 from runs.models import Run, Step
+from runs.models.prompts import MAX_NAME, MAX_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +51,33 @@ TASK_HISTORY_ROWS = 100
 _REGISTRY = fleet_registry()
 
 
+# The longest value of each version filter (characters): ``runs.models.prompts``' limits.
+VERSION_LIMITS = {
+    "agent_name": MAX_NAME,
+    "agent_version": MAX_VERSION,
+    "prompt_name": MAX_NAME,
+    "prompt_version": MAX_VERSION,
+}
+
+
+def _versions_given(request: HttpRequest) -> dict[str, str]:
+    """The version filters of the request (``fleet.selectors.VERSION_FILTERS``), empty ones
+    dropped."""
+    return {name: request.GET[name] for name in VERSION_LIMITS if request.GET.get(name)}
+
+
 @require_GET
 @login_required
 @permission_required("runs.view_run", raise_exception=True)
 def overview(request: HttpRequest) -> HttpResponse:
-    """The overview page: its charts are drawn by ``static/js/overview.js`` from
-    ``overview_data``, polled every ``POLL_SECONDS``; ``?window=`` picks the span."""
+    """The overview page: its charts and its table of runs by agent and prompt version are
+    drawn by ``static/js/overview.js`` from ``overview_data``, polled every
+    ``POLL_SECONDS``; ``?window=`` picks the span, ``?agent_name=``, ``agent_version``,
+    ``prompt_name`` and ``prompt_version`` narrow the runs (checked by ``overview_data``)."""
     window = request.GET.get("window", DEFAULT_WINDOW)
     if window not in selectors.WINDOWS:
         window = DEFAULT_WINDOW
+    versions = _versions_given(request)
     return render(
         request,
         "fleet/overview.html",
@@ -65,6 +85,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             "nav": "overview",
             "windows": list(selectors.WINDOWS.values()),
             "window": window,
+            "versions": versions,
+            "versions_query": urlencode(versions),
             "poll_seconds": POLL_SECONDS,
         },
     )
@@ -75,10 +97,11 @@ def overview(request: HttpRequest) -> HttpResponse:
 @permission_required("runs.view_run", raise_exception=True)
 def overview_data(request: HttpRequest) -> JsonResponse:
     """The overview's figures as JSON (``fleet.selectors.overview``) for ``?window=`` (``1h``
-    default, ``24h``, ``7d``), over the runs of the projects the user may see.
+    default, ``24h``, ``7d``), over the runs of the projects the user may see that have the
+    ``?agent_name=``, ``agent_version``, ``prompt_name`` and ``prompt_version`` given (exact).
 
-    Answers 400 ``{"detail", "field": "window"}`` for an unknown window, 503 ``{"detail"}``
-    when the database is not PostgreSQL.
+    Answers 400 ``{"detail", "field"}`` for an unknown window or a version filter too long
+    or holding NUL, 503 ``{"detail"}`` when the database is not PostgreSQL.
     """
     name = request.GET.get("window", DEFAULT_WINDOW)
     window = selectors.WINDOWS.get(name)
@@ -87,9 +110,16 @@ def overview_data(request: HttpRequest) -> JsonResponse:
         return JsonResponse(
             {"detail": f"window must be one of {allowed}", "field": "window"}, status=400
         )
+    versions = _versions_given(request)
+    for field, value in versions.items():
+        if len(value) > VERSION_LIMITS[field] or "\x00" in value:
+            detail = f"{field} must be at most {VERSION_LIMITS[field]} characters, without NUL"
+            return JsonResponse({"detail": detail, "field": field}, status=400)
     project_ids = Access(request.user).project_ids("runs.view_run")
     try:
-        data = selectors.overview(window=window, project_ids=project_ids, now=timezone.now())
+        data = selectors.overview(
+            window=window, project_ids=project_ids, now=timezone.now(), versions=versions
+        )
     except selectors.OverviewUnavailable as exc:
         return JsonResponse({"detail": str(exc)}, status=503)
     return JsonResponse(data)

@@ -53,6 +53,7 @@ from runs.serializers import (
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
+    identity_fields,
 )
 from runs.state_api import BAD_INPUT, StateEndpoints
 from runs.tools import all_tools
@@ -147,9 +148,10 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         """Append a model turn (``runs.control.conversation.run_messages_append``): the run's
         status and new totals (without its steps and conversation: a turn is frequent, the
         run grows)."""
-        run = conversation.run_messages_append(actor=actor, run_id=pk, **fields)
+        identity = identity_fields(fields)
+        run = conversation.run_messages_append(actor=actor, run_id=pk, identity=identity, **fields)
         # Read again: the row as committed (a protected status cannot be refreshed in place).
-        totals = Run.objects.select_related("requested_by").get(pk=run.pk)
+        totals = Run.objects.select_related("requested_by", "prompt").get(pk=run.pk)
         return RunTotalsSerializer(totals).data
 
     def conversation_page(self, pk: uuid.UUID, **query: Any) -> dict[str, Any]:
@@ -217,8 +219,9 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
     )
     @idempotent
     def create(self, request: Request) -> Response:
-        """Create a run (``runs.control.create.run_create``) and answer 201 with it as it was
-        created (queued), not read back: the workers may already have moved it on."""
+        """Create a run (``runs.control.create.run_create``; a ``traceparent`` header makes
+        its trace continue the client's) and answer 201 with it as it was created (queued),
+        not read back: the workers may already have moved it on."""
         body = CreateRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
@@ -227,7 +230,14 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         )
         if "session" in fields:
             fields["session"] = self._session_of(project, fields["session"])
-        run = create.run_create(actor=actor_for(request), project=project, **fields)
+        identity = identity_fields(fields)
+        run = create.run_create(
+            actor=actor_for(request),
+            project=project,
+            identity=identity,
+            traceparent=request.headers.get("traceparent"),
+            **fields,
+        )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @idempotent_action(
@@ -236,11 +246,17 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         responses={201: StepSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
     )
     def steps(self, request: Request, pk: uuid.UUID) -> Response:
-        """Append one step (``runs.control.create.step_append``); it runs after the steps
-        before it (a client step becomes ``ready`` for its client)."""
+        """Append one step (``runs.control.create.step_append``; a ``traceparent`` header puts
+        its span below the client's); it runs after the steps before it (a client step
+        becomes ``ready`` for its client)."""
         body = AppendStepSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        step = create.step_append(actor=actor_for(request), run_id=pk, **body.validated_data)
+        step = create.step_append(
+            actor=actor_for(request),
+            run_id=pk,
+            traceparent=request.headers.get("traceparent"),
+            **body.validated_data,
+        )
         step = selectors.steps_with_details().get(pk=step.pk)
         return Response(StepSerializer(step).data, status=status.HTTP_201_CREATED)
 

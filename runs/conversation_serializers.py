@@ -17,6 +17,7 @@ from runs.models import (
     Compaction,
     Message,
 )
+from runs.serializers import IdentityInputSerializer
 
 
 class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):
@@ -105,11 +106,12 @@ class ContextSerializer(serializers.Serializer):
         return [entry.message for entry in context.entries]
 
 
-class MessagesInputSerializer(StrictSerializer):
+class MessagesInputSerializer(IdentityInputSerializer):
     """``POST /api/v1/runs/{id}/messages/``: a client's model turn: ``messages`` in OpenAI chat
     format, appended to the conversation, and the model call's ``usage`` (``model``,
     ``input_tokens`` and ``output_tokens`` in tokens, ``cost_usd`` in USD, ``latency_ms`` in
-    ms), added to the run's totals."""
+    ms), added to the run's totals; what drove the turn (``IdentityInputSerializer``: agent
+    name and version, system prompt, model parameters)."""
 
     messages = serializers.ListField(
         child=serializers.DictField(), min_length=1, max_length=MAX_MESSAGES

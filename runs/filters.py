@@ -11,6 +11,7 @@ from django_filters import rest_framework as filters
 
 from agentops.api import StrictFilterSet
 from runs.models import AgentKind, AgentSession, Run, SessionStatus, Step
+from runs.models.prompts import MAX_NAME, MAX_VERSION
 from runs.search import run_search_filter
 from runs.statuses import run_status_choices, run_status_filter
 
@@ -33,6 +34,10 @@ class RunFilter(StrictFilterSet):
       its run);
     - ``tool``: runs with at least one step calling this tool (exact name);
     - ``requester``: the user name of who requested the run (exact);
+    - ``agent_name``, ``agent_version``: the agent's name and version its client reported
+      (exact; ``runs.control.identity``);
+    - ``prompt_name``, ``prompt_version``: the name and version label of the system prompt
+      it was last sent (exact); ``prompt_sha256``: that prompt's SHA-256 (hex, exact);
     - ``created_from`` / ``created_to``: ISO 8601 date-times (a value without a time zone is
       UTC); runs created at or after / before that moment.
 
@@ -65,6 +70,15 @@ class RunFilter(StrictFilterSet):
         max_length=MAX_USERNAME,
         label="User name of who requested the run",
     )
+    agent_name = filters.CharFilter(max_length=MAX_NAME, label="Agent name (exact)")
+    agent_version = filters.CharFilter(max_length=MAX_VERSION, label="Agent version (exact)")
+    prompt_name = filters.CharFilter(max_length=MAX_NAME, label="Prompt name (exact)")
+    prompt_version = filters.CharFilter(
+        max_length=MAX_VERSION, label="Prompt version label (exact)"
+    )
+    prompt_sha256 = filters.CharFilter(
+        field_name="prompt__sha256", max_length=64, label="SHA-256 of the system prompt (hex)"
+    )
     created_from = filters.IsoDateTimeFilter(
         field_name="created_at",
         lookup_expr="gte",
@@ -86,6 +100,11 @@ class RunFilter(StrictFilterSet):
             "q",
             "tool",
             "requester",
+            "agent_name",
+            "agent_version",
+            "prompt_name",
+            "prompt_version",
+            "prompt_sha256",
             "created_from",
             "created_to",
         ]

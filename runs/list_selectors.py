@@ -34,7 +34,9 @@ class RunListRow:
     """A run as the runs list shows it: its shown status (``status_info``), the user name of
     who requested it (None: nobody, a system run), its steps in all, succeeded and answered
     with a tool error, its wall time (``wall_ms``, ms, see ``run_wall_time_ms``), the time
-    spent in tool calls (``duration_ms``, ms), tokens and cost (USD)."""
+    spent in tool calls (``duration_ms``, ms), tokens and cost (USD), and what drives it as
+    its client reported it (``agent_name``, ``agent_version``, ``prompt_name``,
+    ``prompt_version``; empty: not reported)."""
 
     pk: uuid.UUID
     goal: str
@@ -50,6 +52,10 @@ class RunListRow:
     cost_usd: Decimal
     created_at: datetime
     updated_at: datetime
+    agent_name: str
+    agent_version: str
+    prompt_name: str
+    prompt_version: str
 
 
 LIST_FIELDS = (
@@ -66,6 +72,10 @@ LIST_FIELDS = (
     "updated_at",
     "started_at",
     "finished_at",
+    "agent_name",
+    "agent_version",
+    "prompt_name",
+    "prompt_version",
 )
 
 
@@ -82,7 +92,7 @@ def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[Run
     counts = step_counts(run_ids=[row[0] for row in rows])
     found = []
     for pk, goal, agent, status, gate, requester, duration, tokens, cost, *times in rows:
-        created_at, updated_at, started_at, finished_at = times
+        created_at, updated_at, started_at, finished_at, *identity = times
         found.append(
             RunListRow(
                 pk,
@@ -97,6 +107,7 @@ def run_list_rows(rows: Iterable[tuple[Any, ...]], *, now: datetime) -> list[Run
                 cost,
                 created_at,
                 updated_at,
+                *identity,
             )
         )
     return found

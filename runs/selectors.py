@@ -51,7 +51,11 @@ def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet
     Raises:
         KeyError: ``status`` is no run status.
     """
-    qs = Run.objects.select_related("project", "requested_by").order_by("-created_at", "-id")
+    qs = (
+        Run.objects.select_related("project", "requested_by", "prompt")
+        .defer("prompt__content")
+        .order_by("-created_at", "-id")
+    )
     if status:
         qs = qs.filter(**run_status_filter(status))
     if agent:
@@ -71,7 +75,7 @@ def steps_with_details() -> QuerySet[Step]:
 def run_detail_queryset() -> QuerySet[Run]:
     """Runs with their steps (see ``steps_with_details``) and messages (in position order)
     prefetched, for detail views."""
-    return Run.objects.select_related("project", "requested_by").prefetch_related(
+    return Run.objects.select_related("project", "requested_by", "prompt").prefetch_related(
         Prefetch("steps", queryset=steps_with_details()),
         Prefetch("messages", queryset=Message.objects.order_by("position")),
     )

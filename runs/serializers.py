@@ -17,6 +17,7 @@ from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
 from audit.serializers import AuditEventSerializer
 from runs.budget import MAX_STEPS, budget_json
+from runs.control.identity import IDENTITY_KEYS
 from runs.control.lifecycle import MAX_REASON
 from runs.models import (
     AgentKind,
@@ -142,6 +143,11 @@ _RUN_FIELDS = [
     "cost_usd",
     "duration_ms",
     "version",
+    "agent_name",
+    "agent_version",
+    "prompt",
+    "model",
+    "model_parameters",
 ]
 
 
@@ -159,8 +165,41 @@ class BudgetSerializer(serializers.Serializer):
     grants = serializers.IntegerField(read_only=True)
 
 
+class PromptRefSerializer(serializers.Serializer):
+    """The system prompt a run's agent was last sent: ``sha256`` of its text (its address)
+    and the ``name`` and ``version`` label its client gave (empty: none)."""
+
+    sha256 = serializers.CharField()
+    name = serializers.CharField()
+    version = serializers.CharField()
+
+
+class IdentityInputSerializer(StrictSerializer):
+    """What drives a run, as its client reports it (``runs.control.identity``; each key
+    optional, given ones replace the run's): ``agent_name``, ``agent_version``, ``prompt``
+    (``{"content", "name"?, "version"?}``: the system prompt, kept once per distinct text),
+    ``model_parameters`` (a JSON object: temperature, top_p, ...)."""
+
+    agent_name = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
+    agent_version = serializers.CharField(required=False, max_length=100, trim_whitespace=False)
+    prompt = serializers.DictField(
+        required=False,
+        help_text="content: the system prompt's text; name and version: the label you give it.",
+    )
+    model_parameters = serializers.DictField(
+        required=False, help_text="The model's parameters (temperature, top_p, max_tokens...)."
+    )
+
+
+def identity_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The identity keys (``runs.control.identity.IDENTITY_KEYS``) taken out of a request's
+    validated ``data``, for the services' ``identity`` argument."""
+    return {key: data.pop(key) for key in IDENTITY_KEYS if key in data}
+
+
 class _RunFieldsSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Run]):
-    """The fields of a run that both the list and the detail show."""
+    """The fields of a run that both the list and the detail show; ``prompt`` expects the
+    run's prompt joined (``runs.selectors``)."""
 
     status = serializers.ChoiceField(
         choices=run_status_choices(), source="status_info.value", read_only=True
@@ -175,6 +214,7 @@ class _RunFieldsSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Run]):
         max_digits=12, decimal_places=6, coerce_to_string=False, read_only=True
     )
     budget = serializers.SerializerMethodField()
+    prompt = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -184,6 +224,12 @@ class _RunFieldsSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Run]):
     @extend_schema_field(BudgetSerializer)
     def get_budget(self, run: Run) -> dict[str, Any]:
         return budget_json(run)
+
+    @extend_schema_field(PromptRefSerializer(allow_null=True))
+    def get_prompt(self, run: Run) -> dict[str, Any] | None:
+        if run.prompt is None:
+            return None
+        return {"sha256": run.prompt.sha256, "name": run.prompt_name, "version": run.prompt_version}
 
 
 class RunTotalsSerializer(_RunFieldsSerializer):
@@ -282,14 +328,16 @@ class DeclaredSchemaSerializer(StrictSerializer):
     version = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
-class CreateRunSerializer(StrictSerializer):
+class CreateRunSerializer(IdentityInputSerializer):
     """``POST /api/v1/runs/``: ``steps`` for plan and client runs, ``transcript`` (an OpenAI
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
     when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
     limit and what crossing one does; ``session`` (an id or external id) the session the run
-    belongs to."""
+    belongs to; ``agent_name``, ``agent_version``, ``prompt``, ``model`` and
+    ``model_parameters`` what drives it (``IdentityInputSerializer``)."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
+    model = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
     goal = serializers.CharField()
     project = serializers.SlugField(
         required=False,

@@ -14,6 +14,7 @@ from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from audit.services import audited_atomic
 from runs.control.compaction import compact_run_on_commit, context_over_threshold
+from runs.control.identity import identity_apply, model_call_identity, parse_identity
 from runs.control.lifecycle import lock_client_run
 from runs.control.sessions import session_messages_locked
 from runs.executor.limits import budget_stops_run_locked
@@ -184,14 +185,23 @@ def messages_insert_locked(
 
 
 def run_messages_append(
-    *, actor: Actor, run_id: uuid.UUID, messages: Any, usage: Any = None
+    *,
+    actor: Actor,
+    run_id: uuid.UUID,
+    messages: Any,
+    usage: Any = None,
+    identity: dict[str, Any] | None = None,
 ) -> Run:
     """Append a client's model turn to its run: ``messages`` (OpenAI chat format) go to the end
     of the conversation (``messages_insert_locked``), and ``usage`` (``parse_usage``), when
-    given, is recorded as a ``ModelCall`` and added to the run's token and cost totals. One
-    audit event, ``run.messages_appended``, with the count, the first new position, their
-    estimated tokens and the usage. Totals that cross the run's budget fail it when its
-    budget policy is to fail (``runs.executor.limits``). An active context past
+    given, is recorded as a ``ModelCall`` and added to the run's token and cost totals.
+    ``identity`` (``runs.control.identity.parse_identity``) is what drove the turn: the agent
+    name and version, the system prompt it was sent, the model's parameters (``model``
+    defaults to the usage's); it becomes the run's (``Run.agent_name`` ...) and the model
+    call's (``ModelCall.prompt``, ``parameters``). One audit event,
+    ``run.messages_appended``, with the count, the first new position, their estimated
+    tokens, the usage and what the identity changed. Totals that cross the run's budget fail
+    it when its budget policy is to fail (``runs.executor.limits``). An active context past
     ``AGENTOPS_CONTEXT_TOKEN_THRESHOLD`` tokens is compacted after commit
     (``runs.control.compaction``).
 
@@ -202,9 +212,14 @@ def run_messages_append(
     """
     checked = parse_messages(messages)
     reported = parse_usage(usage) if usage is not None else None
+    fields = dict(identity or {})
+    if reported is not None and reported.model:
+        fields.setdefault("model", reported.model)
+    driven_by = parse_identity(fields)
     with audited_atomic():
         run = lock_client_run(run_id, "report model turns")
         first = run.message_count
+        changes = identity_apply(run, driven_by)
         added = messages_insert_locked(run, checked, actor=actor)
         if reported is not None:
             add_usage_locked(run, reported)
@@ -219,6 +234,7 @@ def run_messages_append(
                         latency_ms=reported.latency_ms,
                         first_message=first,
                         messages=len(checked),
+                        **model_call_identity(run, driven_by),
                     )
                 ],
                 read_keys=True,
@@ -232,6 +248,7 @@ def run_messages_append(
             first_position=first,
             tokens=sum(message.tokens for message in added),
             usage=reported.as_json() if reported is not None else None,
+            **({"identity": changes} if changes else {}),
         )
         budget_stops_run_locked(run, actor)
         if context_over_threshold(run):

@@ -16,6 +16,7 @@ from runs.agents import StepSpec, agent_for
 from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, message_rows, parse_usage
+from runs.control.identity import identity_apply, parse_identity
 from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
@@ -26,6 +27,7 @@ from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
 from runs.store.writes import insert_new, step_change_later
 from runs.tools import get_tool, schema_invalid, schema_problem
+from runs.trace_context import parse_traceparent
 from runs.transitions import (
     lock_session,
     record_session_event,
@@ -63,10 +65,16 @@ def validate_spec(spec: StepSpec, *, where: str, registered_only: bool) -> None:
 
 
 def new_step(
-    run: Run, spec: StepSpec, *, index: int, klass: Classification, requested_by: Any = None
+    run: Run,
+    spec: StepSpec,
+    *,
+    index: int,
+    klass: Classification,
+    requested_by: Any = None,
+    trace_parent: str = "",
 ) -> Step:
     """An unsaved pending step of ``run`` at ``index``, classified as ``klass``, asked for by
-    the user ``requested_by``."""
+    the user ``requested_by`` in a request whose checked ``traceparent`` is ``trace_parent``."""
     tool = get_tool(spec.tool)
     digest = Step.args_digest(spec.args)
     return Step(
@@ -85,6 +93,7 @@ def new_step(
         gate_params=klass.params,
         rationale=spec.rationale,
         tool_call_id=spec.tool_call_id,
+        trace_parent=trace_parent,
         recorded_result=spec.recorded_result,
         max_attempts=tool.max_attempts if tool else settings.AGENTOPS_DEFAULT_MAX_ATTEMPTS,
         timeout_seconds=(
@@ -121,15 +130,24 @@ def create_steps(
     edited: int | None = None,
     keys: list[int] | None = None,
     classes: list[Classification] | None = None,
+    trace_parent: str = "",
 ) -> list[Step]:
     """Classify ``specs`` (the one at position ``edited`` has arguments a person edited;
     ``classes``: already classified by ``classify_specs``), then insert them as pending steps
     of ``run`` from ``first_index`` on, with the primary ``keys`` reserved for them if given
-    (one per spec)."""
+    (one per spec), appended in a request whose checked ``traceparent`` is
+    ``trace_parent``."""
     if classes is None:
         classes = classify_specs(specs, edited=edited)
     steps = [
-        new_step(run, spec, index=first_index + i, klass=klass, requested_by=actor.user)
+        new_step(
+            run,
+            spec,
+            index=first_index + i,
+            klass=klass,
+            requested_by=actor.user,
+            trace_parent=trace_parent,
+        )
         for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
     ]
     for step, key in zip(steps, keys or [], strict=False):
@@ -186,6 +204,8 @@ def run_create(
     project: Project | None = None,
     state_schema: Any = None,
     session: AgentSession | None = None,
+    identity: dict[str, Any] | None = None,
+    traceparent: str | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -200,7 +220,11 @@ def run_create(
     ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
     project's state schema its agent state follows (``Run.state_schema``; default version:
     the newest). ``session`` (an open session of the same project) is the session the run
-    belongs to: its messages join the session's conversation.
+    belongs to: its messages join the session's conversation. ``identity`` holds what drives
+    the run as its client reports it (``runs.control.identity.parse_identity``: agent name
+    and version, system prompt with its name and version label, model and parameters).
+    ``traceparent`` is the creating request's W3C ``traceparent`` header: kept when valid
+    (``runs.trace_context.parse_traceparent``), so the run's trace continues the client's.
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -209,8 +233,9 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have.
+            schema the project does not have, a malformed identity.
     """
+    reported = parse_identity(identity or {})
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
@@ -246,8 +271,10 @@ def run_create(
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
+            trace_parent=parse_traceparent(traceparent),
             **limits,
         )
+        identity_changes = identity_apply(run, reported)
         messages = message_rows(run, prepared.conversation, step_index=None)
         if session is not None:
             # The session is locked (it may be closing at this moment) and must be open.
@@ -266,6 +293,8 @@ def run_create(
             declared_payload["state_schema"] = {"name": declared.name, "version": declared.version}
         if run.session is not None:
             declared_payload["session"] = str(run.session.pk)
+        if identity_changes:
+            declared_payload["identity"] = identity_changes
         record_transition(actor, run, "", agent=agent, goal=goal, **declared_payload)
         if run.session is not None:
             record_session_event(actor, run.session, "run_added", run=str(run.pk))
@@ -289,6 +318,7 @@ def step_append(
     declared_risk: str = "",
     tool_call_id: str = "",
     reuse_open_call: bool = False,
+    traceparent: str | None = None,
 ) -> Step:
     """Append one step to a client run; it runs when the steps before it are done. The run is
     advanced in the same transaction: when nothing is in flight, the new step is already
@@ -303,7 +333,9 @@ def step_append(
     the step when no risk rule matches (the MCP gateway passes its upstream's annotations).
     ``tool_call_id`` is the client's own id for the call (kept on the step, never changed);
     with ``reuse_open_call``, an open step of the run with the same ``tool_call_id`` (a client
-    repeating a call it stopped waiting for) is returned as it is instead.
+    repeating a call it stopped waiting for) is returned as it is instead. ``traceparent`` is
+    the request's W3C ``traceparent`` header: kept on the step when valid, so its span hangs
+    below the client's (``runs.trace_context.parse_traceparent``).
 
     One step past the run's step limit may be appended: when its turn comes the run fails
     (budget policy fail; the step is skipped) or it waits for approval to continue (policy
@@ -347,7 +379,13 @@ def step_append(
         if refusal:
             raise Conflict(refusal)
         (step,) = create_steps(
-            run, specs, first_index=count, actor=actor, keys=keys, classes=classes
+            run,
+            specs,
+            first_index=count,
+            actor=actor,
+            keys=keys,
+            classes=classes,
+            trace_parent=parse_traceparent(traceparent),
         )
         if reported is not None:
             step.usage = reported.as_json()

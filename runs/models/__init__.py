@@ -26,6 +26,7 @@ from projects.models import default_project_id
 from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
 from runs.models.conversation import Compaction, Message
 from runs.models.idempotency import IdempotencyKey, IdempotencyKeyStatus
+from runs.models.prompts import MAX_NAME, MAX_VERSION, SystemPrompt
 from runs.models.retention import (
     PURGE_OPEN,
     PurgeStatus,
@@ -84,6 +85,7 @@ __all__ = [
     "StateVersion",
     "Step",
     "StepAttempt",
+    "SystemPrompt",
     "ThreadBlob",
     "ThreadCheckpoint",
     "ThreadWrite",
@@ -140,6 +142,13 @@ class Run(ConcurrentTransitionMixin, models.Model):
         "duration_ms",
         "started_at",
         "finished_at",
+        "agent_name",
+        "agent_version",
+        "prompt",
+        "prompt_name",
+        "prompt_version",
+        "model",
+        "model_parameters",
     )
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -198,6 +207,23 @@ class Run(ConcurrentTransitionMixin, models.Model):
         help_text="The schema version of the agent's state the run declared when created "
         "(None: none); its state follows the newest version of that schema's name.",
     )
+    # Database defaults too: rows written around the ORM (benchmarks, SQL) need not name them.
+    agent_name = models.CharField(max_length=MAX_NAME, blank=True, default="", db_default="")
+    agent_version = models.CharField(max_length=MAX_VERSION, blank=True, default="", db_default="")
+    prompt = models.ForeignKey(
+        "runs.SystemPrompt",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        help_text="The system prompt the run's agent was last sent (None: not reported).",
+    )
+    prompt_name = models.CharField(max_length=MAX_NAME, blank=True, default="", db_default="")
+    prompt_version = models.CharField(max_length=MAX_VERSION, blank=True, default="", db_default="")
+    model = models.CharField(max_length=200, blank=True, default="", db_default="")
+    model_parameters = models.JSONField(default=dict, blank=True, db_default={})
+    trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     status = FSMField(
         max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED, protected=True
     )
@@ -223,7 +249,17 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "-created_at"], name="run_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_idx"),
+            # The runs list's and overview's filters by agent and prompt version.
+            models.Index(
+                fields=["agent_name", "agent_version", "-created_at"], name="run_agent_version_idx"
+            ),
+            models.Index(
+                fields=["prompt_name", "prompt_version", "-created_at"],
+                name="run_prompt_version_idx",
+            ),
+        ]
         permissions = [
             ("cancel_run", "Can cancel runs"),
             ("resume_run", "Can resume failed runs"),
@@ -317,6 +353,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
     result (an MCP result with ``isError``, a client's report with ``is_error``, or a result
     in the error form its tool declares, ``runs.tools.tool_error_of``): the call happened and
     its answer is on record for the agent, but it did not do what was asked.
+    ``trace_parent`` is the W3C ``traceparent`` of the client's request that appended it
+    (empty: none): its span in the run's trace hangs below the client's (``fleet.traces``).
     ``timeout_seconds`` bounds one attempt; ``next_attempt_at`` is when a step waiting to retry
     is due; the lease
     (``lease_owner``, ``lease_expires_at``) names the worker running it. ``usage`` holds what
@@ -366,6 +404,7 @@ class Step(ConcurrentTransitionMixin, models.Model):
     gate_params = models.JSONField(default=dict, blank=True)
     rationale = models.TextField(blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
+    trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     recorded_result = models.JSONField(null=True, blank=True)
     status = FSMField(
         max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True
@@ -645,8 +684,10 @@ class ModelCall(models.Model):
     """One call of the agent's model in a client run, as its client reported it: ``model``
     name, ``input_tokens`` and ``output_tokens`` (tokens), ``cost_usd`` (USD), ``latency_ms``
     (ms), and the positions of the run's messages (``Message.position``) reported with it
-    (``first_message`` .. ``first_message + messages - 1``). Its tokens and cost are added to
-    the run's totals when it is recorded (``runs.control.conversation``)."""
+    (``first_message`` .. ``first_message + messages - 1``), the system ``prompt`` it was sent
+    (None: not reported) and its ``parameters`` (a JSON object: temperature, top_p, ...). Its
+    tokens and cost are added to the run's totals when it is recorded
+    (``runs.control.conversation``)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
     model = models.CharField(max_length=200)
@@ -656,6 +697,14 @@ class ModelCall(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     first_message = models.PositiveIntegerField(default=0)
     messages = models.PositiveIntegerField(default=0)
+    prompt = models.ForeignKey(
+        "runs.SystemPrompt",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="model_calls",
+    )
+    parameters = models.JSONField(default=dict, blank=True, db_default={})
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -13,6 +13,8 @@
   }
   var url = root.dataset.url;
   var windowName = root.dataset.window;
+  var versions = root.dataset.versions || "";
+  var byVersion = root.querySelector("[data-by-version] tbody");
   var pollMs = (parseInt(root.dataset.pollSeconds, 10) || 5) * 1000;
   var picker = document.querySelector("[data-overview-window]");
   var errorBox = root.querySelector("[data-overview-error]");
@@ -121,9 +123,39 @@
       charts[name].update("none");
     });
     showTotals(data.totals);
+    showVersions(data.by_version);
     updated.textContent = new Date(data.now).toISOString().slice(11, 19) + " UTC";
     updated.setAttribute("datetime", data.now);
     root.dataset.updates = String((parseInt(root.dataset.updates, 10) || 0) + 1);
+  }
+
+  function showVersions(rows) {
+    byVersion.replaceChildren();
+    rows.forEach(function (row) {
+      var tr = document.createElement("tr");
+      [
+        row.agent_name || "—",
+        row.agent_version || "—",
+        row.prompt_name || "—",
+        row.prompt_version || "—",
+        row.runs.toLocaleString(),
+        row.failed.toLocaleString(),
+        row.tokens.toLocaleString(),
+        row.cost_usd.toFixed(4),
+      ].forEach(function (text, i) {
+        var td = document.createElement("td");
+        td.textContent = text;
+        if (i >= 4) {
+          td.className = "num";
+        }
+        tr.appendChild(td);
+      });
+      byVersion.appendChild(tr);
+    });
+  }
+
+  function query() {
+    return "?window=" + encodeURIComponent(windowName) + (versions ? "&" + versions : "");
   }
 
   function showError(text) {
@@ -136,7 +168,7 @@
       return;
     }
     inFlight = true;
-    fetch(url + "?window=" + encodeURIComponent(windowName), {
+    fetch(url + query(), {
       credentials: "same-origin",
       cache: "no-store",
       headers: { Accept: "application/json" },
@@ -175,7 +207,11 @@
   if (picker) {
     picker.addEventListener("change", function () {
       windowName = picker.value;
-      window.history.replaceState(null, "", "?window=" + encodeURIComponent(windowName));
+      var kept = document.querySelector('[data-overview-versions] input[name="window"]');
+      if (kept) {
+        kept.value = windowName;
+      }
+      window.history.replaceState(null, "", query());
       start();
     });
   }

@@ -53,6 +53,9 @@ def test_a_created_run_answers_exactly_this(operator_api, monkeypatch):
     body["metadata"] = {"ticket": "T-9", "tags": ["a", "b"]}
     body["deadline"] = "2026-03-05T00:00:00+02:00"
     body["budget"] = {"max_tokens": 1000, "max_cost_usd": 2.5, "on_exceed": "approve"}
+    body["agent_name"], body["agent_version"], body["model"] = "desk", "1.4.0", "gpt-4o"
+    body["prompt"] = {"content": "Be brief.", "name": "policy", "version": "v3"}
+    body["model_parameters"] = {"temperature": 0.2}
     response = post_run(operator_api, **body)
     assert response.status_code == 201
     run = Run.objects.get()
@@ -106,6 +109,15 @@ def test_a_created_run_answers_exactly_this(operator_api, monkeypatch):
             "cost_usd": 0.0,
             "duration_ms": 0,
             "version": 0,
+            "agent_name": "desk",
+            "agent_version": "1.4.0",
+            "prompt": {
+                "sha256": "213c22ed7234eb11116e1e88f314c73cb3a019b5c87fe224b6ce5665bd9ec50e",
+                "name": "policy",
+                "version": "v3",
+            },
+            "model": "gpt-4o",
+            "model_parameters": {"temperature": 0.2},
             "conversation": [],
             "message_count": 0,
             "context_tokens": 0,
@@ -227,6 +239,11 @@ def test_a_run_s_detail_answers_exactly_this(operator_api, rejected_run):
             "cost_usd": 0.012345,
             "duration_ms": 26,
             "version": 6,
+            "agent_name": "",
+            "agent_version": "",
+            "prompt": None,
+            "model": "",
+            "model_parameters": {},
             "conversation": [],
             "message_count": 0,
             "context_tokens": 0,

@@ -65,3 +65,32 @@ def test_the_overview_draws_its_charts_and_follows_a_finished_run(
     page.screenshot(path=str(SCREENSHOTS / "e2e-overview.png"), full_page=True)
     assert problems == []
     context.close()
+
+
+def test_the_overview_lists_and_filters_runs_by_agent_and_prompt_version(
+    worker, asgi_server, operator, chromium
+):
+    actor = Actor.for_user(operator)
+    for version, label in (("1.0", "v1"), ("2.0", "v2")):
+        identity = {
+            "agent_name": "desk",
+            "agent_version": version,
+            "prompt": {"content": f"policy {label}", "name": "refunds", "version": label},
+        }
+        run_create(actor=actor, agent="client", goal="versioned", identity=identity)
+    context = chromium.new_context(base_url=asgi_server.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    log_in(page, "olivia", "/overview/")
+    rows = page.locator("[data-by-version] tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("desk")
+    form = page.locator("[data-overview-versions]")
+    form.get_by_label("Agent version").fill("2.0")
+    form.get_by_role("button", name="Filter").click()
+    expect(page.locator("[data-overview]")).to_have_attribute("data-versions", "agent_version=2.0")
+    expect(rows).to_have_count(1)
+    expect(rows.nth(0).locator("td").nth(1)).to_have_text("2.0")
+    expect(rows.nth(0).locator("td").nth(3)).to_have_text("v2")
+    expect(page.locator('[data-total="runs"]')).to_have_text("1")
+    context.close()

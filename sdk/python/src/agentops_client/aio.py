@@ -18,6 +18,7 @@ from agentops_client.handle import AsyncRunHandle
 from agentops_client.models import Approval, Run, Step
 from agentops_client.sessions import AsyncSessionMethods
 from agentops_client.state import AsyncStateMethods
+from agentops_client.tracing import trace_headers
 
 T = TypeVar("T")
 
@@ -83,6 +84,8 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         """Send a request (``body`` as JSON, of media type ``media`` when given), retried as
         ``retry`` says up to ``attempts`` tries; its parsed JSON and its headers."""
         sent = {"Idempotency-Key": key or p.new_key()} if method == "POST" else {}
+        # The caller's trace context (W3C ``traceparent``), so agentops' spans join its trace.
+        sent.update(trace_headers())
         sent.update(headers or {})
         content = None
         if media is not None:
@@ -127,19 +130,27 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         state_schema: dict[str, Any] | None = None,
         session: str | None = None,
         idempotency_key: str | None = None,
+        **identity: Any,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
         ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
         ``project``: the project's slug (default: the token's project). ``state_schema``:
         ``{"name", "version"?}``, the project's state schema the agent's state follows
         (default version: the newest). ``session``: the id or external id of the open session
-        the run belongs to (``NotFound`` when none).
+        the run belongs to (``NotFound`` when none). ``identity``: what drives the run,
+        any of ``agent_name``, ``agent_version``, ``prompt`` (``{"content", "name"?,
+        "version"?}``: the system prompt), ``model`` and ``model_parameters`` (a dict).
 
         Raises:
-            BadRequest: a malformed goal, metadata or budget, a project outside the token's,
-                or a state schema the project does not have.
+            BadRequest: a malformed goal, metadata, budget or identity, a project outside the
+                token's, or a state schema the project does not have.
         """
-        body: dict[str, Any] = {"agent": "client", "goal": goal, "metadata": metadata or {}}
+        body: dict[str, Any] = {
+            "agent": "client",
+            "goal": goal,
+            "metadata": metadata or {},
+            **identity,
+        }
         if budget is not None:
             body["budget"] = budget
         if project is not None:
@@ -224,10 +235,13 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         usage: dict[str, Any] | None = None,
         *,
         idempotency_key: str | None = None,
+        **identity: Any,
     ) -> Run:
         """Append a model turn: OpenAI chat ``messages`` and the call's ``usage`` (``model``,
-        ``input_tokens``, ``output_tokens``, ``cost_usd`` in USD, ``latency_ms``)."""
-        body: dict[str, Any] = {"messages": messages}
+        ``input_tokens``, ``output_tokens``, ``cost_usd`` in USD, ``latency_ms``), and what
+        drove it (``identity``: ``agent_name``, ``agent_version``, ``prompt``,
+        ``model_parameters``, as ``create_run`` takes them)."""
+        body: dict[str, Any] = {"messages": messages, **identity}
         if usage is not None:
             body["usage"] = usage
         path = f"/runs/{run_id}/messages/"
@@ -397,11 +411,13 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         metadata: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        **identity: Any,
     ) -> AsyncRunHandle:
-        """Create a client run and return its handle (see ``create_run``). With the same
-        ``idempotency_key`` a restarted client gets the same run back."""
+        """Create a client run and return its handle (see ``create_run``, which takes the
+        same ``identity``). With the same ``idempotency_key`` a restarted client gets the
+        same run back."""
         run = await self.create_run(
-            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key
+            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key, **identity
         )
         return AsyncRunHandle(self, run.id)
 

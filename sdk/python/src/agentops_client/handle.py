@@ -139,14 +139,15 @@ class AsyncRunHandle:
         usage: dict[str, Any] | None = None,
         *,
         turn_id: str = "",
+        **identity: Any,
     ) -> Run:
-        """Record a model turn (``AsyncClient.append_messages``), once even when a restarted
-        client records it again."""
+        """Record a model turn (``AsyncClient.append_messages``, with what drove it:
+        ``identity``), once even when a restarted client records it again."""
         self._turns += 1
         key = f"{self.run_id}:turn:{turn_id or self._turns}"
         try:
             return await self.client.append_messages(
-                self.run_id, messages, usage, idempotency_key=key
+                self.run_id, messages, usage, idempotency_key=key, **identity
             )
         except IdempotencyMismatch:
             # Recorded before a crash, with figures (latency) that differ this time.

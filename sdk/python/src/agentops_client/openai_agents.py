@@ -100,22 +100,74 @@ def to_chat_messages(items: list[TResponseInputItem]) -> list[dict[str, Any]]:
     return messages
 
 
+# The model settings reported as the model's parameters: the sampling and output ones, never
+# extra headers, query or body (which may hold credentials) or metadata.
+MODEL_PARAMETERS = (
+    "temperature",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "max_tokens",
+    "tool_choice",
+    "parallel_tool_calls",
+    "truncation",
+    "reasoning",
+    "verbosity",
+    "top_logprobs",
+)
+
+
+def model_parameters(agent: Agent[Any]) -> dict[str, Any]:
+    """The ``MODEL_PARAMETERS`` ``agent``'s model settings set (None ones left out), as
+    JSON values."""
+    settings = agent.model_settings.to_json_dict()
+    chosen = {name: settings[name] for name in MODEL_PARAMETERS if settings.get(name) is not None}
+    parameters: dict[str, Any] = json.loads(json.dumps(chosen, default=str))
+    return parameters
+
+
 class AgentOpsHooks(RunHooks[Any]):
     """Run hooks recording each model turn of a run in agentops: the input items new since the
     last turn (the user's message, tool outputs) and the model's answer, with ``usage``
     (``model``, ``input_tokens``, ``output_tokens`` in tokens, ``latency_ms`` in ms and
-    ``cost_usd`` in USD from ``price(model, input_tokens, output_tokens)`` when given)."""
+    ``cost_usd`` in USD from ``price(model, input_tokens, output_tokens)`` when given), and
+    what drove the turn: the agent's name (``Agent.name``) and ``agent_version``, the system
+    prompt it was sent (labelled ``prompt_name`` and ``prompt_version`` when given) and its
+    model settings (``MODEL_PARAMETERS``). Each of those is sent when it differs from what
+    the last turn sent (a handoff to another agent changes them)."""
 
     def __init__(
         self,
         handle: AsyncRunHandle,
         *,
         price: Callable[[str, int, int], float] | None = None,
+        agent_version: str = "",
+        prompt_name: str = "",
+        prompt_version: str = "",
     ) -> None:
         self.handle, self.price = handle, price
+        self.agent_version = agent_version
+        self.prompt_name, self.prompt_version = prompt_name, prompt_version
         self._seen = 0
         self._pending: list[TResponseInputItem] = []
         self._started = 0.0
+        self._identity: dict[str, Any] = {}
+        self._sent: dict[str, Any] = {}
+
+    def _identity_of(self, agent: Agent[Any], system_prompt: str | None) -> dict[str, Any]:
+        identity: dict[str, Any] = {
+            "agent_name": agent.name,
+            "model_parameters": model_parameters(agent),
+        }
+        if self.agent_version:
+            identity["agent_version"] = self.agent_version
+        if system_prompt:
+            identity["prompt"] = {
+                "content": system_prompt,
+                "name": self.prompt_name,
+                "version": self.prompt_version,
+            }
+        return identity
 
     async def on_llm_start(
         self,
@@ -126,6 +178,7 @@ class AgentOpsHooks(RunHooks[Any]):
     ) -> None:
         self._pending = list(input_items[self._seen :])
         self._seen = len(input_items)
+        self._identity = self._identity_of(agent, system_prompt)
         self._started = time.monotonic()
 
     async def on_llm_end(
@@ -145,7 +198,9 @@ class AgentOpsHooks(RunHooks[Any]):
             usage["cost_usd"] = self.price(model, usage["input_tokens"], usage["output_tokens"])
         messages = to_chat_messages([*self._pending, *answer])
         if messages:
-            await self.handle.record_turn(messages, usage)
+            changed = {k: v for k, v in self._identity.items() if self._sent.get(k) != v}
+            await self.handle.record_turn(messages, usage, **changed)
+            self._sent.update(changed)
 
 
 class AgentOpsSession:
@@ -200,4 +255,11 @@ class AgentOpsSession:
         return await self.client.compact_session(self.session_id, summary, first=first, last=last)
 
 
-__all__ = ["AgentOpsHooks", "AgentOpsSession", "current_step", "govern", "to_chat_messages"]
+__all__ = [
+    "AgentOpsHooks",
+    "AgentOpsSession",
+    "current_step",
+    "govern",
+    "model_parameters",
+    "to_chat_messages",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -17,6 +18,11 @@ from agentops_client.models import AgentState, Approval, Run, Session, Step
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+async def _in_context(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
+    """``coro`` run as a task of the running loop in ``context``."""
+    return await asyncio.get_running_loop().create_task(coro, context=context)
 
 
 class Client(ArtifactMethods):
@@ -40,9 +46,12 @@ class Client(ArtifactMethods):
         return self.submit(coro).result()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Run ``coro`` (a coroutine of ``self.aio``) on the client's loop thread, and give
+        """Run ``coro`` (a coroutine of ``self.aio``) on the client's loop thread, in the
+        caller's context (its context variables, such as the current trace span), and give
         its future: ``.result()`` blocks, ``asyncio.wrap_future`` awaits it from any loop."""
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return asyncio.run_coroutine_threadsafe(
+            _in_context(coro, contextvars.copy_context()), self._loop
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -252,9 +261,10 @@ class RunHandle:
         usage: dict[str, Any] | None = None,
         *,
         turn_id: str = "",
+        **identity: Any,
     ) -> Run:
         """See ``AsyncRunHandle.record_turn``."""
-        return self.client._run(self.aio.record_turn(messages, usage, turn_id=turn_id))
+        return self.client._run(self.aio.record_turn(messages, usage, turn_id=turn_id, **identity))
 
     def complete(self) -> Run:
         """See ``AsyncRunHandle.complete``."""

@@ -10,7 +10,8 @@ to the model as the tool's message (``Rejected by <reviewer>: <reason>``, status
 approved with edited arguments runs with the edited arguments.
 
 ``AgentOpsCallbackHandler(run)`` is a LangChain callback handler recording each chat model
-turn of the graph in the run: the new messages (OpenAI chat format), its tokens and latency.
+turn of the graph in the run: the new messages (OpenAI chat format), its tokens and latency,
+and what drove it (the agent's name and version, the system prompt, the model's parameters).
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ from agentops_client.sync import RunHandle
 
 # What a tool node's execute gives back.
 Executed = ToolMessage | Command
+# The chat model's invocation parameters reported as the model's parameters (never its
+# client options: base URL, keys, headers).
+MODEL_PARAMETERS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "reasoning_effort",
+    "n",
+)
 
 
 def call_id_of(request: ToolCallRequest) -> str:
@@ -150,13 +165,46 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
     A handler new to a run that holds turns already (a new process resuming the graph from
     its last checkpoint, a handler per invocation) reads how many messages the run holds
     and takes them as the start of what the model is sent, so it records only what is new.
+
+    What drove each turn goes with it when it differs from what the last turn sent:
+    ``agent_name`` and ``agent_version`` (given here), the system prompt (the first system
+    message the model is sent, labelled ``prompt_name`` and ``prompt_version``) and the
+    model's ``MODEL_PARAMETERS`` among its invocation parameters.
     """
 
-    def __init__(self, run: RunHandle | AsyncRunHandle) -> None:
+    def __init__(
+        self,
+        run: RunHandle | AsyncRunHandle,
+        *,
+        agent_name: str = "",
+        agent_version: str = "",
+        prompt_name: str = "",
+        prompt_version: str = "",
+    ) -> None:
         self.run = run
+        self.fixed = {
+            key: value
+            for key, value in (("agent_name", agent_name), ("agent_version", agent_version))
+            if value
+        }
+        self.prompt_name, self.prompt_version = prompt_name, prompt_version
         # How many of the messages the model is sent are recorded already (None: not read).
         self._seen: int | None = None
-        self._started: dict[UUID, tuple[float, list[BaseMessage], str]] = {}
+        self._started: dict[UUID, tuple[float, list[BaseMessage], str, dict[str, Any]]] = {}
+        self._sent: dict[str, Any] = {}
+
+    def _identity_of(self, sent: list[BaseMessage], params: dict[str, Any]) -> dict[str, Any]:
+        identity: dict[str, Any] = dict(self.fixed)
+        chosen = {name: params[name] for name in MODEL_PARAMETERS if params.get(name) is not None}
+        identity["model_parameters"] = json.loads(json.dumps(chosen, default=str))
+        system = next((message for message in sent if message.type == "system"), None)
+        if system is not None and isinstance(system.content, str) and system.content:
+            identity["prompt"] = {
+                "content": system.content,
+                "name": self.prompt_name,
+                "version": self.prompt_version,
+            }
+        return identity
 
     async def on_chat_model_start(
         self,
@@ -171,11 +219,12 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
             self._seen = min(await self._recorded(), len(sent))
         params = kwargs.get("invocation_params") or {}
         model = str(params.get("model") or params.get("model_name") or params.get("_type") or "")
-        self._started[run_id] = (time.monotonic(), list(sent[self._seen :]), model)
+        identity = self._identity_of(list(sent), params)
+        self._started[run_id] = (time.monotonic(), list(sent[self._seen :]), model, identity)
         self._seen = len(sent)
 
     async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        started, new, model = self._started.pop(run_id, (time.monotonic(), [], ""))
+        started, new, model, identity = self._started.pop(run_id, (time.monotonic(), [], "", {}))
         latency_ms = int((time.monotonic() - started) * 1000)
         answers = [
             generation.message
@@ -192,7 +241,9 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
         }
         messages = json.loads(json.dumps(convert_to_openai_messages([*new, *answers]), default=str))
         if messages:
-            await self._record(messages, usage, str(run_id))
+            changed = {k: v for k, v in identity.items() if self._sent.get(k) != v}
+            await self._record(messages, usage, str(run_id), changed)
+            self._sent.update(changed)
 
     async def _recorded(self) -> int:
         """How many messages the run holds."""
@@ -202,10 +253,14 @@ class AgentOpsCallbackHandler(AsyncCallbackHandler):
         return int((await self.run.client.messages(self.run.run_id, last=1))["message_count"])
 
     async def _record(
-        self, messages: list[dict[str, Any]], usage: dict[str, Any], turn: str
+        self,
+        messages: list[dict[str, Any]],
+        usage: dict[str, Any],
+        turn: str,
+        identity: dict[str, Any],
     ) -> None:
         if isinstance(self.run, RunHandle):
-            record = self.run.aio.record_turn(messages, usage, turn_id=turn)
+            record = self.run.aio.record_turn(messages, usage, turn_id=turn, **identity)
             await asyncio.wrap_future(self.run.client.submit(record))
         else:
-            await self.run.record_turn(messages, usage, turn_id=turn)
+            await self.run.record_turn(messages, usage, turn_id=turn, **identity)
