@@ -38,10 +38,13 @@ _REMEMBERED = 10_000
 @dataclass(frozen=True)
 class Caller:
     """Who is calling: the ``actor`` recorded on runs and steps (the token's user), and the
-    token's project. The pair owns the MCP sessions it opens (``gateway.calls``)."""
+    token's project. The pair owns the MCP sessions it opens (``gateway.calls``).
+    ``token_grant`` is the token's tool grant (``agentops.grants``; None: none), fixed when
+    the token was made."""
 
     actor: Actor
     project_id: int
+    token_grant: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def _admit_from_database(
     access = Access.of(user, token)
     if not all(access.can(perm, token.project_id) for perm in NEEDED):
         return (403, "your role in this project cannot run tools", []), None
-    caller = Caller(Actor.for_user(user, via_api=True), token.project_id)
+    caller = Caller(Actor.for_user(user, via_api=True), token.project_id, token.grant)
     return Admitted(upstream, caller), token.expiry
 
 

@@ -227,7 +227,12 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         )
         if "session" in fields:
             fields["session"] = self._session_of(project, fields["session"])
-        run = create.run_create(actor=actor_for(request), project=project, **fields)
+        run = create.run_create(
+            actor=actor_for(request),
+            project=project,
+            token_grant=getattr(request.auth, "grant", None),
+            **fields,
+        )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @idempotent_action(

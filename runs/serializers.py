@@ -85,6 +85,7 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
             "error",
             "usage",
             "budget_crossing",
+            "policy_version",
             "rationale",
             "idempotency_key",
             "approval",
@@ -287,7 +288,7 @@ class CreateRunSerializer(StrictSerializer):
     chat message list) for transcript runs; ``step_limit`` caps the steps; ``deadline`` is
     when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
     limit and what crossing one does; ``session`` (an id or external id) the session the run
-    belongs to."""
+    belongs to; ``grant`` (``agentops.grants``) the tools it may call."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     goal = serializers.CharField()
@@ -317,6 +318,13 @@ class CreateRunSerializer(StrictSerializer):
         max_length=200,
         help_text="The session the run belongs to: its id or its external_id (an open "
         "session of the run's project).",
+    )
+    grant = serializers.JSONField(
+        required=False,
+        help_text='The tools the run may call: {"tools": [patterns], "constraints": '
+        '{pattern: condition}}, e.g. {"tools": ["get_*", "book_*"], "constraints": '
+        '{"book_*": "amount <= 500"}}. A call outside it (or the token\'s, session\'s or '
+        "project's grant) ends refused (not_granted) and is never made.",
     )
 
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.grants import parse_grant
 from audit.services import audited_atomic
 from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
@@ -20,7 +22,8 @@ from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Run, StateSchema, Step
+from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Risk, Run, StateSchema, Step
+from runs.policy import PolicyContext, policy_context
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -83,6 +86,8 @@ def new_step(
         requested_by=requested_by,
         gate=klass.gate,
         gate_params=klass.params,
+        refusal=klass.refusal,
+        policy_version=klass.policy_version,
         rationale=spec.rationale,
         tool_call_id=spec.tool_call_id,
         recorded_result=spec.recorded_result,
@@ -102,14 +107,39 @@ def insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
     return steps
 
 
-def classify_specs(specs: list[StepSpec], *, edited: int | None = None) -> list[Classification]:
+def classify_specs(
+    specs: list[StepSpec], *, policy: PolicyContext, edited: int | None = None
+) -> list[Classification]:
     """The step policy's classification of ``specs`` (risk, gate; the one at position
-    ``edited`` has arguments a person edited): reads the risk rules."""
+    ``edited`` has arguments a person edited) under ``policy`` (``runs.policy``): reads the
+    risk rules. A call outside the grants in force is refused before any gate, whatever the
+    rules say; each classification records the policy version."""
     requests = [
-        StepRequest(spec.tool, spec.args, edited=i == edited, declared_risk=spec.declared_risk)
+        StepRequest(
+            spec.tool,
+            spec.args,
+            edited=i == edited,
+            declared_risk=spec.declared_risk,
+            project_id=policy.project_id,
+        )
         for i, spec in enumerate(specs)
     ]
-    return step_policy().classify(requests)
+    found = []
+    for spec, klass in zip(specs, step_policy().classify(requests), strict=True):
+        refused = policy.refusal(spec.tool, spec.args) or klass.refusal
+        if refused is not None:
+            klass = Classification(Risk.DENY, refusal=refused)
+        found.append(replace(klass, policy_version=policy.version))
+    return found
+
+
+def run_policy(run: Run) -> PolicyContext:
+    """The policy the calls of ``run`` are classified under now (``runs.policy``)."""
+    return policy_context(
+        project_id=run.project_id or default_project_id(),
+        run_grants=run.grants,
+        session_id=run.session_id,
+    )
 
 
 def create_steps(
@@ -127,7 +157,7 @@ def create_steps(
     of ``run`` from ``first_index`` on, with the primary ``keys`` reserved for them if given
     (one per spec)."""
     if classes is None:
-        classes = classify_specs(specs, edited=edited)
+        classes = classify_specs(specs, policy=run_policy(run), edited=edited)
     steps = [
         new_step(run, spec, index=first_index + i, klass=klass, requested_by=actor.user)
         for i, (spec, klass) in enumerate(zip(specs, classes, strict=True))
@@ -186,6 +216,8 @@ def run_create(
     project: Project | None = None,
     state_schema: Any = None,
     session: AgentSession | None = None,
+    grant: Any = None,
+    token_grant: dict[str, Any] | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -200,7 +232,11 @@ def run_create(
     ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
     project's state schema its agent state follows (``Run.state_schema``; default version:
     the newest). ``session`` (an open session of the same project) is the session the run
-    belongs to: its messages join the session's conversation.
+    belongs to: its messages join the session's conversation. ``grant``
+    (``agentops.grants.parse_grant``; None: no limit) bounds the tools the run may call, and
+    so does ``token_grant``, the grant of the API token creating it (already parsed): both
+    are fixed on the run (``Run.grants``), and a call outside them, its session's or its
+    project's grant ends ``refused`` before any gate.
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -209,8 +245,13 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have.
+            schema the project does not have, a malformed grant.
     """
+    grants = [
+        {"source": source, "grant": value}
+        for source, value in (("run", parse_grant(grant)), ("token", token_grant))
+        if value is not None
+    ]
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
@@ -243,6 +284,7 @@ def run_create(
             agent=agent,
             input=prepared.input,
             metadata=metadata,
+            grants=grants,
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
@@ -330,7 +372,8 @@ def step_append(
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     # Classified before the transaction: reading the rules would end its pipeline.
-    classes = classify_specs(specs)
+    known = Run.objects.only("project_id", "grants", "session_id").get(pk=run_id)
+    classes = classify_specs(specs, policy=run_policy(known))
     with pipelined_atomic():
         run, count, first_open, keys, repeat = lock_for_append(
             run_id, tool_call_id if reuse_open_call else "", _APPEND_EVENTS

@@ -139,6 +139,7 @@ def run_fork(
             goal=source.goal,
             agent=source.agent,
             input=source.input,
+            grants=source.grants,
             forked_from=source,
             forked_from_index=from_index,
             state_schema=schemas[max(schemas)] if schemas else None,

@@ -51,6 +51,21 @@ def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
     transition(run, "unblock", actor=actor)
 
 
+def step_refuse_locked(*, run: Run, step: Step, actor: Actor) -> None:
+    """Refuse a pending step of a locked running run before any gate: the step policy found
+    it outside the run's grants or denied by a rule (``Step.refusal``). The step ends
+    ``refused`` with the refusal as its error, the outcome the agent sees, and its tool is
+    never called. Like a gate's refusal, an agent that replans takes it as the call's outcome
+    and the run goes on; a fixed plan or a recorded transcript fails with it (its pending
+    steps skipped), the step's index and tool added."""
+    refusal = step.refusal or {}
+    transition(step, "refuse", actor=actor, now=timezone.now(), payload={"error": refusal})
+    if agent_for(run.agent).replans_after_refusal:
+        return
+    error = {**refusal, "step": step.index, "tool": step.tool}
+    fail_run_locked(run, actor, error, skip_pending=True)
+
+
 def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, Any]) -> None:
     """The gate a waiting step stood at refused it: the step ends ``rejected`` with ``error``
     (``{"type": "rejected" | "approval_expired" | ..., "reason": str, "message": str, ...}``),

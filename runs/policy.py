@@ -1,0 +1,150 @@
+"""Per-project policy: what a project's calls are classified under, and how a change of it is
+recorded.
+
+A project's policy is the set of its own policy objects (risk rules with their approval
+policies, its tool grant; later its validators) on top of the global defaults
+(``project=None``). Every change goes through ``policy_change_locked``, which moves the
+project's ``policy_version`` counter (``projects.models.Project``) and writes the change,
+with its before, after and diff (a JSON Patch, RFC 6902, made by ``jsonpatch``), to the
+project's audit chain (``audit.models.project_chain``) in the same transaction. Any policy
+object joins by calling it from its service; each step records the version it was
+classified under (``Step.policy_version``).
+
+The tool grants in force for a run's calls (``agentops.grants``) are read with the version:
+the run's own and its token's (fixed at creation, ``Run.grants``), its session's and its
+project's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from agentops.actors import Actor
+from agentops.grants import parse_grant, refusal
+from audit.models import project_chain
+from audit.services import audit_record, audited_atomic
+from projects.models import Project
+from runs.models import AgentSession
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What the calls of one run are classified under: its ``project_id``, the project's
+    policy ``version``, and the ``grants`` in force (``(source, grant)`` pairs,
+    ``agentops.grants.refusal``)."""
+
+    project_id: int
+    version: int
+    grants: tuple[tuple[str, dict[str, Any] | None], ...]
+
+    def refusal(self, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The ``not_granted`` refusal of a call of ``tool`` with ``args``; None when every
+        grant in force allows it."""
+        return refusal(self.grants, tool, args)
+
+
+def policy_context(
+    *, project_id: int, run_grants: list[dict[str, Any]], session_id: Any = None
+) -> PolicyContext:
+    """The policy a run's calls are classified under now (one query, two with a session):
+    ``run_grants`` is ``Run.grants``; ``session_id`` the run's session (None: none).
+
+    Raises:
+        Project.DoesNotExist: unknown project.
+    """
+    grant, version = Project.objects.values_list("grant", "policy_version").get(pk=project_id)
+    grants: list[tuple[str, dict[str, Any] | None]] = [
+        (item["source"], item["grant"]) for item in run_grants
+    ]
+    if session_id is not None:
+        session_grant = (
+            AgentSession.objects.values_list("grant", flat=True).filter(pk=session_id).first()
+        )
+        grants.append(("session", session_grant))
+    grants.append(("project", grant))
+    return PolicyContext(project_id, version, tuple(grants))
+
+
+def policy_diff(before: Any, after: Any) -> list[dict[str, Any]]:
+    """The JSON Patch (RFC 6902) that turns ``before`` into ``after`` (JSON values; None, a
+    policy object that did not exist or no longer does, counts as an empty object)."""
+    patch = jsonpatch.make_patch(before or {}, after or {})
+    return list(patch.patch)
+
+
+def policy_change_locked(
+    *,
+    project: Project,
+    actor: Actor,
+    kind: str,
+    object_id: Any,
+    before: Any,
+    after: Any,
+) -> int:
+    """Record one change of ``project``'s policy, inside the transaction that makes it, with
+    the project's row locked by the caller (``lock_project``): the project's
+    ``policy_version`` moves on by one, and the audit event ``policy.<kind>_changed``
+    (``kind``: ``risk_rule``, ``grant``, ...) of the policy object ``object_id`` is written
+    to the project's chain with ``{"before", "after", "diff", "version"}`` (``before`` /
+    ``after``: the object as JSON, None when it was created / deleted). Returns the new
+    version."""
+    project.policy_version += 1
+    project.save(update_fields=["policy_version"])
+    audit_record(
+        actor=actor,
+        verb=f"policy.{kind}_changed",
+        object_type=kind,
+        object_id=object_id,
+        project_id=project.pk,
+        from_state="" if before is None else "present",
+        to_state="" if after is None else "present",
+        payload={
+            "before": before,
+            "after": after,
+            "diff": policy_diff(before, after),
+            "version": project.policy_version,
+        },
+        chain=project_chain(project.pk),
+    )
+    return project.policy_version
+
+
+def lock_project(project_id: int) -> Project:
+    """The project ``project_id``, its row locked until the transaction ends: what serializes
+    the changes of its policy (and so its version counter and audit chain).
+
+    Raises:
+        Project.DoesNotExist: unknown project.
+    """
+    return Project.objects.select_for_update().get(pk=project_id)
+
+
+def project_grant_set(*, project_id: int, actor: Actor, grant: Any) -> dict[str, Any] | None:
+    """Replace the tool grant of the project ``project_id`` by ``grant``
+    (``agentops.grants.parse_grant``; None: no limit) as a policy change (audited, version
+    moved on). The caller has checked that ``actor`` administers the project. Returns the
+    stored grant.
+
+    Raises:
+        InvalidInput: ``grant`` is malformed.
+        Project.DoesNotExist: unknown project.
+    """
+    parsed = parse_grant(grant)
+    with audited_atomic():
+        project = lock_project(project_id)
+        before = project.grant
+        project.grant = parsed
+        project.save(update_fields=["grant"])
+        if before != parsed:
+            policy_change_locked(
+                project=project,
+                actor=actor,
+                kind="grant",
+                object_id=project.pk,
+                before=before,
+                after=parsed,
+            )
+    return parsed
