@@ -26,8 +26,9 @@ from agentops.actors import Actor
 from agentops.grants import parse_grant, refusal
 from audit.models import project_chain
 from audit.services import audit_record, audited_atomic
-from projects.models import Project
-from runs.models import AgentSession
+from projects.models import Project, default_project_id
+from runs.gates import StepRequest, step_policy
+from runs.models import AgentSession, Run
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,16 @@ class PolicyContext:
 
 
 def policy_context(
-    *, project_id: int, run_grants: list[dict[str, Any]], session_id: Any = None
+    *, project_id: int | None, run_grants: list[dict[str, Any]], session_id: Any = None
 ) -> PolicyContext:
     """The policy a run's calls are classified under now (one query, two with a session):
-    ``run_grants`` is ``Run.grants``; ``session_id`` the run's session (None: none).
+    ``project_id`` is the run's project (None: the ``default`` project); ``run_grants`` is
+    ``Run.grants``; ``session_id`` the run's session (None: none).
 
     Raises:
         Project.DoesNotExist: unknown project.
     """
+    project_id = project_id or default_project_id()
     grant, version = Project.objects.values_list("grant", "policy_version").get(pk=project_id)
     grants: list[tuple[str, dict[str, Any] | None]] = [
         (item["source"], item["grant"]) for item in run_grants
@@ -66,6 +69,25 @@ def policy_context(
         grants.append(("session", session_grant))
     grants.append(("project", grant))
     return PolicyContext(project_id, version, tuple(grants))
+
+
+def run_policy(run: Run) -> PolicyContext:
+    """The policy the calls of ``run`` are classified under now (``policy_context``)."""
+    return policy_context(
+        project_id=run.project_id, run_grants=run.grants, session_id=run.session_id
+    )
+
+
+def call_refusal(run: Run, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """Why a call of ``tool`` with ``args`` may not be made in ``run`` now: outside the grants
+    in force, or matched by a ``deny`` risk rule of its project or the global ones (the step
+    policy's ``Classification.refusal``); None when it may. For arguments a person edits
+    at a gate: an edit never takes a call outside its run's policy."""
+    refused = run_policy(run).refusal(tool, args)
+    if refused is not None:
+        return refused
+    request = StepRequest(tool, args, edited=True, project_id=run.project_id)
+    return step_policy().classify([request])[0].refusal
 
 
 def policy_diff(before: Any, after: Any) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Risk, Run, StateSchema, Step
-from runs.policy import PolicyContext, policy_context
+from runs.policy import PolicyContext, run_policy
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -131,15 +131,6 @@ def classify_specs(
             klass = Classification(Risk.DENY, refusal=refused)
         found.append(replace(klass, policy_version=policy.version))
     return found
-
-
-def run_policy(run: Run) -> PolicyContext:
-    """The policy the calls of ``run`` are classified under now (``runs.policy``)."""
-    return policy_context(
-        project_id=run.project_id or default_project_id(),
-        run_grants=run.grants,
-        session_id=run.session_id,
-    )
 
 
 def create_steps(

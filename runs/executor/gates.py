@@ -19,6 +19,7 @@ from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked
 from runs.executor.handover import hand_over_locked
 from runs.models import Executor, Run, Step
+from runs.policy import call_refusal
 from runs.statuses import OPEN_STEP_STATUSES, StepStatus
 from runs.store.writes import step_change
 from runs.tools import get_tool, schema_problem
@@ -95,7 +96,8 @@ def gate_edit_args_locked(
 
     Raises:
         InvalidInput: ``args`` is not an object or fails the tool's JSON schema (for a client
-            step, the schema its client gave).
+            step, the schema its client gave), or the run's policy refuses the call with them
+            (``runs.policy.call_refusal``: outside its grants, or a ``deny`` rule).
         ConcurrentTransition: the step is no longer waiting.
     """
     if not isinstance(args, dict):
@@ -107,6 +109,9 @@ def gate_edit_args_locked(
         problem = tool.validate_args(args) if tool else None
     if problem:
         raise InvalidInput(f"args: {problem}", field="args")
+    refused = call_refusal(run, step.tool, args)
+    if refused is not None:
+        raise InvalidInput(f"args: {refused['message']}", field="args")
     before = {"args": step.args, "idempotency_key": step.idempotency_key}
     digest = Step.args_digest(args)
     key = Step.key_for(run.pk, step.index, step.tool, digest)

@@ -158,9 +158,7 @@ def test_a_rule_change_is_audited_in_the_projects_chain_with_its_diff(projects):
 def test_a_malformed_rule_is_a_400_and_nothing_changes(projects, body):
     api = token_client(projects.ann, projects.alpha)
     before = policy_state()
-    response = api.post(
-        policy_url(projects.alpha, "risk-rules/"), body, format="json"
-    )
+    response = api.post(policy_url(projects.alpha, "risk-rules/"), body, format="json")
     assert response.status_code == 400, response.content
     assert policy_state() == before
 

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.test import Client
+from django.urls import reverse
 
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from audit.models import AuditEvent
 from projects.services import project_default
 from runs.control.create import run_create, step_append
@@ -289,3 +292,41 @@ def test_a_refused_step_records_the_policy_version_it_was_decided_under(
     assert [s.status for s in steps] == ["succeeded", "refused"]
     assert steps[1].error["grant"] == "project"
     assert AuditEvent.objects.filter(verb="policy.grant_changed").count() == 2
+
+
+def test_the_refusal_is_on_the_runs_timeline(operator, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(
+            actor=Actor.for_user(operator),
+            agent="plan",
+            goal="mail",
+            steps=[send_email_step()],
+            grant=CALC_ONLY,
+        )
+    client = Client()
+    client.force_login(operator)
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert "Refused (not granted)" in html
+    assert "send_email is not among the granted tools" in html
+
+
+def test_a_reviewer_cannot_edit_a_call_outside_its_runs_grant(
+    operator, reviewer, django_capture_on_commit_callbacks
+):
+    actor = Actor.for_user(operator, via_api=True)
+    grant = {"tools": ["send_email"], "constraints": {"send_email": "len(to) <= 1"}}
+    with django_capture_on_commit_callbacks(execute=True):
+        run = run_create(actor=actor, agent="client", goal="one mail", grant=grant)
+    with django_capture_on_commit_callbacks(execute=True):
+        step = step_append(actor=actor, run_id=run.pk, tool="send_email", args=_email())
+    approval = ApprovalRequest.objects.get(step=step)
+    wider = {**_email(), "to": ["a@example.com", "b@example.com"]}
+    with assert_unchanged(), pytest.raises(InvalidInput) as refused:
+        approval_decide(
+            approval_id=approval.pk,
+            actor=Actor.for_user(reviewer),
+            decision="approve",
+            args=wider,
+        )
+    assert "len(to) <= 1" in refused.value.message
+    assert mail.outbox == []
