@@ -127,17 +127,20 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         state_schema: dict[str, Any] | None = None,
         session: str | None = None,
         idempotency_key: str | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
         ``max_steps``, ``deadline`` (ISO 8601), ``on_exceed`` (``fail`` | ``approve``).
         ``project``: the project's slug (default: the token's project). ``state_schema``:
         ``{"name", "version"?}``, the project's state schema the agent's state follows
         (default version: the newest). ``session``: the id or external id of the open session
-        the run belongs to (``NotFound`` when none).
+        the run belongs to (``NotFound`` when none). ``grant``: the tools the run may call,
+        ``{"tools": [patterns], "constraints": {pattern: condition}}``; a call outside it
+        comes back as a ``Rejected`` of type ``not_granted``, its tool never called.
 
         Raises:
-            BadRequest: a malformed goal, metadata or budget, a project outside the token's,
-                or a state schema the project does not have.
+            BadRequest: a malformed goal, metadata, budget or grant, a project outside the
+                token's, or a state schema the project does not have.
         """
         body: dict[str, Any] = {"agent": "client", "goal": goal, "metadata": metadata or {}}
         if budget is not None:
@@ -148,6 +151,8 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
             body["state_schema"] = state_schema
         if session is not None:
             body["session"] = session
+        if grant is not None:
+            body["grant"] = grant
         return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
 
     async def get_run(self, run_id: str) -> Run:
@@ -397,11 +402,12 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         metadata: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> AsyncRunHandle:
         """Create a client run and return its handle (see ``create_run``). With the same
         ``idempotency_key`` a restarted client gets the same run back."""
         run = await self.create_run(
-            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key
+            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key, grant=grant
         )
         return AsyncRunHandle(self, run.id)
 
