@@ -17,6 +17,7 @@ project's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +133,35 @@ def policy_change_locked(
         chain=project_chain(project.pk),
     )
     return project.policy_version
+
+
+def owned_change_recorded(
+    *,
+    actor: Actor,
+    kind: str,
+    object_id: Any,
+    before: Any,
+    after: Any,
+    as_json: Callable[[Any], Any],
+) -> None:
+    """Record a change of a policy object a project may own (a model row with a
+    ``project_id``; None: global), ``before`` and ``after`` it (None when it was created or
+    deleted; ``as_json`` gives its JSON), in the policy of each project it belonged to before
+    or after (``policy_change_locked``), inside the transaction that made the change: a
+    project that gains it sees it created, one that loses it sees it deleted; a global
+    object is no project's policy."""
+    owners = {row.project_id for row in (before, after) if row is not None and row.project_id}
+    for project_id in sorted(owners):
+        was = before if before is not None and before.project_id == project_id else None
+        now = after if after is not None and after.project_id == project_id else None
+        policy_change_locked(
+            project=lock_project(project_id),
+            actor=actor,
+            kind=kind,
+            object_id=object_id,
+            before=as_json(was) if was is not None else None,
+            after=as_json(now) if now is not None else None,
+        )
 
 
 def lock_project(project_id: int) -> Project:

@@ -211,32 +211,20 @@ def test_a_malformed_grant_is_refused_and_nothing_is_created(operator, grant):
     assert refused.value.field == "grant"
 
 
+def recorded_call(call_id: str, tool: str, arguments: str, answer: str) -> list[dict[str, Any]]:
+    """An assistant message calling ``tool`` with ``arguments`` (JSON text) and the tool's
+    recorded ``answer``, as OpenAI chat messages."""
+    call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": answer},
+    ]
+
+
 TRANSCRIPT = [
-    {"role": "user", "content": "what is 2+2, then mail it"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "c1",
-                "type": "function",
-                "function": {"name": "calculate", "arguments": '{"expression": "2+2"}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "4.0"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "c2",
-                "type": "function",
-                "function": {"name": "transfer_money", "arguments": '{"amount": 900}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c2", "content": "done"},
+    {"role": "user", "content": "what is 2+2, then pay it"},
+    *recorded_call("c1", "calculate", '{"expression": "2+2"}', "4.0"),
+    *recorded_call("c2", "transfer_money", '{"amount": 900}', "done"),
 ]
 
 
