@@ -59,7 +59,7 @@ def parse_grant(value: Any, *, field: str = "grant") -> dict[str, Any] | None:
             field=field,
         )
     tools = _patterns(value.get("tools"), field)
-    constraints = value.get("constraints") or {}
+    constraints = value.get("constraints", {})
     if not isinstance(constraints, dict) or len(constraints) > MAX_PATTERNS:
         raise InvalidInput(
             f"{field}.constraints must map at most {MAX_PATTERNS} patterns to conditions",

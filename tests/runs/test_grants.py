@@ -203,6 +203,8 @@ def test_the_effective_grant_is_the_intersection_of_token_session_and_project(
         {"tools": [""]},
         {"tools": ["calculate"], "constraints": {"calculate": "__import__('os')"}},
         {"tools": ["calculate"], "constraints": {"calculate": 5}},
+        {"tools": ["calculate"], "constraints": []},
+        {"tools": ["calculate"], "constraints": None},
     ],
 )
 def test_a_malformed_grant_is_refused_and_nothing_is_created(operator, grant):
