@@ -158,7 +158,8 @@ def classify(
     does not match: the next rules are tried, the failure is added to the reason, and the call
     needs at least one approval, since its arguments are not what the rule's author expected
     (a person looks rather than a rule being skipped silently). Edited arguments
-    (``edited``) always need an approval: nobody but the person who edited them has seen them.
+    (``edited``) always need an approval: nobody but the person who edited them has seen them
+    (a ``deny`` verdict stays one: the call is refused, not approved).
     """
     failures: list[str] = []
     verdict: Verdict | None = None
@@ -202,7 +203,7 @@ def classify(
             approvals=max(verdict.approvals, 1),
             reason="; ".join([verdict.reason, *failures]),
         )
-    if edited and verdict.approvals < 1:
+    if edited and verdict.approvals < 1 and verdict.risk != Risk.DENY:
         verdict = replace(verdict, approvals=1, reason="arguments edited by a person")
     return verdict
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 
@@ -27,7 +27,7 @@ from agentops.actors import Actor
 from agentops.grants import parse_grant, refusal
 from audit.models import project_chain
 from audit.services import audit_record, audited_atomic
-from projects.models import Project, default_project_id
+from projects.models import Project
 from runs.gates import StepRequest, step_policy
 from runs.models import AgentSession, Run
 
@@ -48,35 +48,56 @@ class PolicyContext:
         return refusal(self.grants, tool, args)
 
 
-def policy_context(
-    *, project_id: int | None, run_grants: list[dict[str, Any]], session_id: Any = None
+def _context(
+    project_id: int,
+    version: int,
+    run_grants: list[dict[str, Any]],
+    session_grant: tuple[dict[str, Any] | None] | tuple[()],
+    project_grant: dict[str, Any] | None,
 ) -> PolicyContext:
-    """The policy a run's calls are classified under now (one query, two with a session):
-    ``project_id`` is the run's project (None: the ``default`` project); ``run_grants`` is
-    ``Run.grants``; ``session_id`` the run's session (None: none).
-
-    Raises:
-        Project.DoesNotExist: unknown project.
-    """
-    project_id = project_id or default_project_id()
-    grant, version = Project.objects.values_list("grant", "policy_version").get(pk=project_id)
     grants: list[tuple[str, dict[str, Any] | None]] = [
         (item["source"], item["grant"]) for item in run_grants
     ]
-    if session_id is not None:
-        session_grant = (
-            AgentSession.objects.values_list("grant", flat=True).filter(pk=session_id).first()
-        )
-        grants.append(("session", session_grant))
-    grants.append(("project", grant))
+    grants.extend(("session", grant) for grant in session_grant)
+    grants.append(("project", project_grant))
     return PolicyContext(project_id, version, tuple(grants))
 
 
 def run_policy(run: Run) -> PolicyContext:
-    """The policy the calls of ``run`` are classified under now (``policy_context``)."""
-    return policy_context(
-        project_id=run.project_id, run_grants=run.grants, session_id=run.session_id
+    """The policy the calls of ``run`` (a row read with its ``grants``) are classified under
+    now: one query of its project's grant and version (two with a session, for its
+    grant)."""
+    project_id = cast(int, run.project_id)  # every run has a project (the stubs allow None)
+    project_grant, version = Project.objects.values_list("grant", "policy_version").get(
+        pk=project_id
     )
+    session: tuple[dict[str, Any] | None] | tuple[()] = ()
+    if run.session_id is not None:
+        session = (AgentSession.objects.values_list("grant", flat=True).get(pk=run.session_id),)
+    return _context(project_id, version, run.grants, session, project_grant)
+
+
+def run_policy_of(run_id: Any) -> PolicyContext:
+    """``run_policy`` of the run ``run_id`` in one query (the run, its project and its
+    session joined): what appending a step reads before its transaction.
+
+    Raises:
+        Run.DoesNotExist: unknown run.
+    """
+    project_id, run_grants, session_id, session_grant, project_grant, version = (
+        Run.objects.filter(pk=run_id)
+        .values_list(
+            "project_id",
+            "grants",
+            "session_id",
+            "session__grant",
+            "project__grant",
+            "project__policy_version",
+        )
+        .get()
+    )
+    session = (session_grant,) if session_id is not None else ()
+    return _context(project_id, version, run_grants, session, project_grant)
 
 
 def call_refusal(run: Run, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:

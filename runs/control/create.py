@@ -23,7 +23,7 @@ from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Risk, Run, StateSchema, Step
-from runs.policy import PolicyContext, run_policy
+from runs.policy import PolicyContext, run_policy, run_policy_of
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -363,8 +363,7 @@ def step_append(
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     # Classified before the transaction: reading the rules would end its pipeline.
-    known = Run.objects.only("project_id", "grants", "session_id").get(pk=run_id)
-    classes = classify_specs(specs, policy=run_policy(known))
+    classes = classify_specs(specs, policy=run_policy_of(run_id))
     with pipelined_atomic():
         run, count, first_open, keys, repeat = lock_for_append(
             run_id, tool_call_id if reuse_open_call else "", _APPEND_EVENTS
