@@ -166,7 +166,8 @@ class RiskRuleAdmin(ProjectScopedAdminMixin, WebhooksAuditedMixin, admin.ModelAd
         return field
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        if obj.project_id is None:
+        was = RiskRule.objects.filter(pk=obj.pk).values_list("project_id", flat=True).first()
+        if obj.project_id is None and was is None:
             super().save_model(request, obj, form, change)
             return
         rules.risk_rule_save(actor=Actor.for_user(request.user), rule=obj)

@@ -1,11 +1,11 @@
 """Changes of a project's own risk rules (with their approval policies): its policy on top of
 the global defaults (``RiskRule.project``).
 
-Every change is a policy change of its project (``runs.policy.policy_change_locked``): the
-project's row is locked, the rule is validated (``RiskRule.full_clean``: the condition
-grammar, the approval policy's consistency) and written, the project's ``policy_version``
-moves on and the change, with the rule before and after and their diff, is written to the
-project's audit chain, all in one transaction. The caller has checked that the actor
+Every change is a policy change of its project (``runs.policy.owned_change_recorded``): the
+rule is validated (``RiskRule.full_clean``: the condition grammar, the approval policy's
+consistency) and written, the project's row is locked, its ``policy_version`` moves on and
+the change, with the rule before and after and their diff, is written to the project's
+audit chain, all in one transaction. The caller has checked that the actor
 administers the project (``POLICY_PERMISSION``). Every process reads the rules again once
 the change commits (``approvals.risk.rules_changed``, on the model's save and delete
 signals).
@@ -21,7 +21,7 @@ from agentops.actors import Actor
 from agentops.errors import InvalidInput
 from approvals.models import RiskRule
 from audit.services import audited_atomic
-from runs.policy import lock_project, policy_change_locked
+from runs.policy import owned_change_recorded
 
 # The permission, held by the project admins' role, to read and change a project's policy.
 POLICY_PERMISSION = "projects.manage_policy"
@@ -61,55 +61,44 @@ def _checked(rule: RiskRule) -> None:
 
 
 def risk_rule_save(*, actor: Actor, rule: RiskRule) -> RiskRule:
-    """Create ``rule`` (no ``pk`` yet) or write its changes, as a change of its project's
-    policy (see the module docstring); returns it saved.
+    """Create ``rule`` (no ``pk`` yet) or write its changes, as a change of the policy of the
+    project it belongs to, or belonged to before (see the module docstring; a rule moved
+    between projects leaves one policy and joins the other); returns it saved.
 
     Raises:
         InvalidInput: the rule may not be saved (``RiskRule.full_clean``: a field's type or
             choice, a condition outside the grammar, an approval policy that cannot work, the
-            same pattern and condition as another rule of the project); or it has no project
-            (global rules are changed in admin by superusers).
+            same pattern and condition as another rule of the project).
     """
-    if rule.project_id is None:
-        raise InvalidInput("a project's rule needs its project", field="project")
     _checked(rule)
     with audited_atomic():
-        project = lock_project(rule.project_id)
-        stored = RiskRule.objects.filter(pk=rule.pk, project_id=project.pk).first()
-        before = rule_as_json(stored) if stored is not None else None
+        stored = RiskRule.objects.select_for_update().filter(pk=rule.pk).first()
         rule.save()
-        policy_change_locked(
-            project=project,
+        owned_change_recorded(
             actor=actor,
             kind="risk_rule",
             object_id=rule.pk,
-            before=before,
-            after=rule_as_json(rule),
+            before=stored,
+            after=rule,
+            as_json=rule_as_json,
         )
     return rule
 
 
 def risk_rule_delete(*, actor: Actor, rule: RiskRule) -> None:
-    """Delete ``rule``, one of a project's own rules, as a change of its project's policy.
-
-    Raises:
-        InvalidInput: a global rule (changed in admin by superusers).
-    """
-    if rule.project_id is None:
-        raise InvalidInput("a global rule is not a project's to delete", field="project")
+    """Delete ``rule`` as a change of its project's policy (a global rule is no project's:
+    only its deletion happens)."""
     with audited_atomic():
-        project = lock_project(rule.project_id)
-        before = rule_as_json(rule)
         rule_id = rule.pk
-        rule.delete()
-        policy_change_locked(
-            project=project,
+        owned_change_recorded(
             actor=actor,
             kind="risk_rule",
             object_id=rule_id,
-            before=before,
+            before=rule,
             after=None,
+            as_json=rule_as_json,
         )
+        rule.delete()
 
 
 def risk_rule_update(*, actor: Actor, rule: RiskRule, fields: dict[str, Any]) -> RiskRule:

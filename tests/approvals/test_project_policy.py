@@ -271,3 +271,16 @@ def _admin_form(project: Project, pattern: str) -> dict[str, Any]:
         "on_expiry": "reject",
         "webhook_urls": "",
     }
+
+
+def test_a_rule_moved_between_projects_leaves_one_policy_and_joins_the_other(projects):
+    root = _signed_in(make_user("root", superuser=True))
+    form = {**_admin_form(projects.beta, "a_*"), "risk": "low"}
+    response = root.post(f"/admin/approvals/riskrule/{projects.rule_a.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    (left,) = AuditEvent.objects.filter(chain=project_chain(projects.alpha.pk))
+    (joined,) = AuditEvent.objects.filter(chain=project_chain(projects.beta.pk))
+    assert (left.payload["before"]["pattern"], left.payload["after"]) == ("a_*", None)
+    assert (joined.payload["before"], joined.payload["after"]["pattern"]) == (None, "a_*")
+    versions = dict(Project.objects.values_list("slug", "policy_version"))
+    assert (versions["alpha"], versions["beta"]) == (1, 1)
