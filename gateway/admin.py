@@ -10,21 +10,21 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from agentops.actors import Actor
 from audit.admin import AuditedChangesMixin
-from audit.services import audited_atomic
 from gateway.models import McpSession, Upstream
 from gateway.services import upstream_as_json, upstream_refresh_tools
 from gateway.upstream import UpstreamUnavailable
-from runs.policy import owned_change_recorded
+from runs.policy_admin import OwnedPolicyAdminMixin
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
+class UpstreamAdmin(OwnedPolicyAdminMixin, AuditedChangesMixin, admin.ModelAdmin):
     """Upstream servers; every add, change and delete is an event of the system audit chain,
     and of the audit chain of the project it belongs (or belonged) to, as a change of that
-    project's policy (``runs.policy.owned_change_recorded``)."""
+    project's policy (``runs.policy_admin.OwnedPolicyAdminMixin``)."""
 
+    policy_kind = "mcp_upstream"
+    policy_json = staticmethod(upstream_as_json)
     list_display = ["name", "project", "transport", "enabled", "tool_count", "tools_fetched_at"]
     list_filter = ["project", "transport", "enabled"]
     search_fields = ["name", "command", "url"]
@@ -35,35 +35,6 @@ class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
         if db_field.name == "url":
             kwargs["assume_scheme"] = "https"  # Django 6's default, taken now
         return super().formfield_for_dbfield(db_field, request, **kwargs)
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        before = Upstream.objects.filter(pk=obj.pk).first() if change else None
-        with audited_atomic():
-            super().save_model(request, obj, form, change)
-            owned_change_recorded(
-                actor=Actor.for_user(request.user),
-                kind="mcp_upstream",
-                object_id=obj.pk,
-                before=before,
-                after=obj,
-                as_json=upstream_as_json,
-            )
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        with audited_atomic():
-            owned_change_recorded(
-                actor=Actor.for_user(request.user),
-                kind="mcp_upstream",
-                object_id=obj.pk,
-                before=obj,
-                after=None,
-                as_json=upstream_as_json,
-            )
-            super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self.delete_model(request, obj)
 
     @admin.display(description="tools")
     def tool_count(self, upstream: Upstream) -> int:

@@ -20,14 +20,13 @@ from django.utils.html import format_html
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin
-from audit.services import audited_atomic
 from runs import purges, tasks
 from runs.models import (
     PURGE_OPEN,
     RetentionPolicy,
     RetentionPurge,
 )
-from runs.policy import owned_change_recorded
+from runs.policy_admin import OwnedPolicyAdminMixin
 from runs.retention import retention_policy_as_json, retention_preview
 from runs.statuses import RUN_STATUSES
 
@@ -50,12 +49,14 @@ class RetentionPolicyForm(forms.ModelForm):
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
+class RetentionPolicyAdmin(OwnedPolicyAdminMixin, AuditedChangesMixin, admin.ModelAdmin):
     """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``;
     ``<id>/preview/`` shows what one would do now and runs it ("Run now", POST). A change of
     a project's policy is also recorded in that project's audit chain
-    (``runs.policy.policy_change_locked``)."""
+    (``runs.policy_admin.OwnedPolicyAdminMixin``)."""
 
+    policy_kind = "retention_policy"
+    policy_json = staticmethod(retention_policy_as_json)
     form = RetentionPolicyForm
     list_display = [
         "name",
@@ -69,35 +70,6 @@ class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
     ]
     list_filter = ["project", "enabled", "action"]
     change_form_template = "admin/runs/retentionpolicy/change_form.html"
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        before = RetentionPolicy.objects.filter(pk=obj.pk).first() if change else None
-        with audited_atomic():
-            super().save_model(request, obj, form, change)
-            owned_change_recorded(
-                actor=Actor.for_user(request.user),
-                kind="retention_policy",
-                object_id=obj.pk,
-                before=before,
-                after=obj,
-                as_json=retention_policy_as_json,
-            )
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        with audited_atomic():
-            owned_change_recorded(
-                actor=Actor.for_user(request.user),
-                kind="retention_policy",
-                object_id=obj.pk,
-                before=obj,
-                after=None,
-                as_json=retention_policy_as_json,
-            )
-            super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self.delete_model(request, obj)
 
     @admin.display(description="preview")
     def preview_link(self, policy: RetentionPolicy) -> str:
