@@ -23,7 +23,7 @@ from django.template.response import TemplateResponse
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from approvals import services
+from approvals import rules, services
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -37,7 +37,9 @@ from approvals.models import (
 from approvals.policy import DECIDE_PERMISSION
 from approvals.services import MAX_COMMENT
 from audit.admin import AuditedChangesMixin, ReadOnlyAdminMixin, ReadOnlyTabularInline
+from projects.access import Access
 from projects.admin import ProjectScopedAdminMixin
+from projects.models import Project
 
 
 def masked(url: str) -> str:
@@ -67,12 +69,19 @@ class WebhooksAuditedMixin(AuditedChangesMixin):
 
 
 @admin.register(RiskRule)
-class RiskRuleAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
+class RiskRuleAdmin(ProjectScopedAdminMixin, WebhooksAuditedMixin, admin.ModelAdmin):
     """Risk rules with their conditions and approval policies. A condition or policy that
     cannot work is refused with a form error on its field (``RiskRule.clean`` and the
-    fields' validators); a rule saved later never changes steps already created."""
+    fields' validators); a rule saved later never changes steps already created.
 
+    A project's admins see, add, change and delete their project's own rules only
+    (``approvals.rules``: each change audited in the project's chain, a new policy
+    version); the global defaults (no project) are the superusers', audited in the system
+    chain."""
+
+    project_permission = "approvals.change_riskrule"
     list_display = [
+        "project",
         "pattern",
         "condition",
         "risk",
@@ -85,15 +94,16 @@ class RiskRuleAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
         "description",
     ]
     list_editable = ["enabled"]
-    list_filter = ["risk", "enabled", "on_expiry"]
+    list_filter = ["project", "risk", "enabled", "on_expiry"]
     search_fields = ["pattern", "condition", "description"]
     ordering = ["priority", "pattern"]
-    list_select_related = ["approvers"]
+    list_select_related = ["approvers", "project"]
     fieldsets = [
         (
             None,
             {
                 "fields": [
+                    "project",
                     "description",
                     "pattern",
                     "condition",
@@ -120,6 +130,57 @@ class RiskRuleAdmin(WebhooksAuditedMixin, admin.ModelAdmin):
             },
         ),
     ]
+
+    def _may(self, request: HttpRequest, obj: RiskRule | None) -> bool:
+        """Whether the user may act on ``obj`` (None: on some rule): a global rule is the
+        superusers', a project's rule its admins'."""
+        access = Access(request.user)
+        if obj is None:
+            return access.anywhere(self.project_permission)
+        return access.can(self.project_permission, obj.project_id)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._may(request, None)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._may(request, None)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        """The project field offers the projects the user administers; only superusers may
+        leave it empty (a global rule)."""
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if field is not None and db_field.name == "project" and not request.user.is_superuser:
+            field.queryset = Project.objects.filter(
+                pk__in=Access(request.user).project_ids(self.project_permission) or []
+            )
+            field.required = True
+        return field
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        was = RiskRule.objects.filter(pk=obj.pk).values_list("project_id", flat=True).first()
+        if obj.project_id is None and was is None:
+            super().save_model(request, obj, form, change)
+            return
+        rules.risk_rule_save(actor=Actor.for_user(request.user), rule=obj)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        if obj.project_id is None:
+            super().delete_model(request, obj)
+            return
+        rules.risk_rule_delete(actor=Actor.for_user(request.user), rule=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
 
 
 @admin.register(GroupWebhooks)

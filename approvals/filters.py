@@ -37,7 +37,10 @@ class InboxFilter(django_filters.FilterSet):
     """Filters, search and sort of the pending approval requests (see the module)."""
 
     tool = django_filters.CharFilter(field_name="step__tool")
-    risk = django_filters.ChoiceFilter(choices=Risk.choices)
+    # A deny-risk call is refused before any gate: no approval request has that risk.
+    risk = django_filters.ChoiceFilter(
+        choices=[(value, label) for value, label in Risk.choices if value in RISK_ORDER]
+    )
     run = django_filters.UUIDFilter(field_name="run_id")
     project = django_filters.NumberFilter(field_name="run__project_id")
     age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="older_than")

@@ -12,8 +12,8 @@ from django.db import models
 from django.urls import reverse
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from agentops.conditions import ConditionError, check_condition
 from agentops.statuses import StatusInfo, status_map
-from approvals.conditions import ConditionError, check_condition
 from approvals.policy import EXPIRY_FAILS, EXPIRY_REJECTS, ApprovalPolicy
 from runs.models import Risk
 
@@ -46,7 +46,7 @@ def validate_webhook_urls(text: str) -> None:
 
 
 def validate_condition(text: str) -> None:
-    """The form and model validator of ``RiskRule.condition`` (``approvals.conditions``).
+    """The form and model validator of ``RiskRule.condition`` (``agentops.conditions``).
 
     Raises:
         ValidationError: the condition may not be saved; the message says why.
@@ -70,7 +70,7 @@ class RiskRule(models.Model):
 
     ``pattern`` is a shell-style pattern (``fnmatch``: ``book_*``, ``calculate``) matched against
     the tool name, and ``condition`` (optional) an expression over the call's arguments
-    (``amount > 500``; grammar in ``approvals.conditions``). The enabled rule with the lowest
+    (``amount > 500``; grammar in ``agentops.conditions``). The enabled rule with the lowest
     ``priority`` whose pattern and condition match wins over the tool's declared risk; a rule
     not ``applies_to_read_only`` is skipped for a tool that declares itself read-only.
     ``required_approvals`` overrides the default count (1 for high, 2 for critical) when set.
@@ -81,8 +81,22 @@ class RiskRule(models.Model):
     ``remind_after_seconds``, ``escalate_after_seconds`` with ``escalation_group``, and
     ``on_expiry``. ``webhook_urls`` (apprise URLs, one a line) are notified of its requests
     besides the approvers' e-mail.
+
+    ``risk`` ``deny`` refuses the calls it matches before any gate (``not_granted``).
+    ``project`` is the project whose policy the rule belongs to (``runs.policy``): it applies
+    to that project's calls only and is tried before every global rule (``project`` empty: a
+    global default, for every project), so a project extends the defaults or overrides them.
+    Its changes go through ``approvals.rules`` (audited in the project's chain).
     """
 
+    project = models.ForeignKey(
+        "projects.Project",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="risk_rules",
+        help_text="The project whose policy it belongs to; empty: a global default.",
+    )
     pattern = models.CharField(max_length=128)
     condition = models.CharField(
         max_length=300,
@@ -147,7 +161,9 @@ class RiskRule(models.Model):
         ordering = ["priority", "pattern"]
         constraints = [
             models.UniqueConstraint(
-                fields=["pattern", "condition"], name="riskrule_pattern_condition_uniq"
+                fields=["project", "pattern", "condition"],
+                name="riskrule_pattern_condition_uniq",
+                nulls_distinct=False,
             )
         ]
 

@@ -33,17 +33,27 @@ from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from approvals.policy import APPROVAL_GATE, ApprovalPolicy
 from runs.gates import StepRequest, step_policy
-from runs.models import Risk, Step
+from runs.models import Risk, Run, Step
 
 # Risks from the least to the most (the order ``Risk`` declares them in).
 RISK_ORDER: list[str] = list(Risk.values)
+
+
+def _project_of_run(run_id: object) -> int:
+    return Run.objects.values_list("project_id", flat=True).get(pk=run_id)
 
 
 def _fresh(step: Step, current: ApprovalPolicy) -> tuple[str, ApprovalPolicy]:
     """The risk and approval policy the step policy gives a fresh call of ``step``'s tool with
     its (edited) arguments; a call that waited because its run crossed its budget still does
     (``StepPolicy.escalate``). ``current`` when the step policy sends it to no approval gate."""
-    request = StepRequest(step.tool, step.args, edited=True, declared_risk=step.declared_risk)
+    request = StepRequest(
+        step.tool,
+        step.args,
+        edited=True,
+        declared_risk=step.declared_risk,
+        project_id=_project_of_run(step.run_id),
+    )
     policy = step_policy()
     (found,) = policy.classify([request])
     if step.budget_crossing:

@@ -19,8 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
+from agentops.conditions import Evaluation, evaluate
 from agentops.versions import SharedVersion
-from approvals.conditions import Evaluation, evaluate
 from approvals.models import RiskRule
 from approvals.policy import APPROVAL_GATE, ApprovalPolicy
 from runs.gates import Classification, StepRequest
@@ -42,7 +42,7 @@ HIGH_PATTERNS = [
 ]
 # A tool that neither a rule nor the registry classifies could do anything: treat it as high.
 UNKNOWN_TOOL_RISK = Risk.HIGH
-APPROVALS_NEEDED = {Risk.LOW: 0, Risk.MEDIUM: 0, Risk.HIGH: 1, Risk.CRITICAL: 2}
+APPROVALS_NEEDED = {Risk.LOW: 0, Risk.MEDIUM: 0, Risk.HIGH: 1, Risk.CRITICAL: 2, Risk.DENY: 0}
 
 
 def default_rules() -> list[dict[str, object]]:
@@ -78,9 +78,18 @@ def _query_rules() -> list[RiskRule]:
     )
 
 
+def rules_for(rules: list[RiskRule], project_id: int | None) -> list[RiskRule]:
+    """The ``rules`` (``load_rules``) that apply to a call of the project ``project_id``, in
+    the order they are tried: the project's own first, then the global ones (None: the
+    global ones only)."""
+    own = [rule for rule in rules if project_id is not None and rule.project_id == project_id]
+    return own + [rule for rule in rules if rule.project_id is None]
+
+
 def load_rules() -> list[RiskRule]:
-    """The enabled risk rules, in the order they are tried (with their groups). Don't change
-    the instances.
+    """The enabled risk rules of every project and the global ones, in the order they are
+    tried (with their groups; ``rules_for`` picks a project's). Don't change the
+    instances.
 
     Each process keeps them and reads them again (one query) when their version in the shared
     cache has changed: every step is classified by them, and building them costs a few ms.
@@ -149,7 +158,8 @@ def classify(
     does not match: the next rules are tried, the failure is added to the reason, and the call
     needs at least one approval, since its arguments are not what the rule's author expected
     (a person looks rather than a rule being skipped silently). Edited arguments
-    (``edited``) always need an approval: nobody but the person who edited them has seen them.
+    (``edited``) always need an approval: nobody but the person who edited them has seen them
+    (a ``deny`` verdict stays one: the call is refused, not approved).
     """
     failures: list[str] = []
     verdict: Verdict | None = None
@@ -193,7 +203,7 @@ def classify(
             approvals=max(verdict.approvals, 1),
             reason="; ".join([verdict.reason, *failures]),
         )
-    if edited and verdict.approvals < 1:
+    if edited and verdict.approvals < 1 and verdict.risk != Risk.DENY:
         verdict = replace(verdict, approvals=1, reason="arguments edited by a person")
     return verdict
 
@@ -222,9 +232,20 @@ def policy_for(verdict: Verdict) -> ApprovalPolicy:
     )
 
 
+def _denial(verdict: Verdict) -> dict[str, Any]:
+    """The refusal of a call a ``deny`` rule matched (``Classification.refusal``)."""
+    return {
+        "type": "not_granted",
+        "reason": verdict.reason,
+        "message": f"a deny rule refuses this call: {verdict.reason}",
+        "rule": verdict.rule.pk if verdict.rule else None,
+    }
+
+
 class ApprovalStepPolicy:
-    """The step policy (``runs.gates.StepPolicy``) of this app: risk rules classify each new
-    step, and a step that needs approvals waits at the approval gate under its
+    """The step policy (``runs.gates.StepPolicy``) of this app: risk rules (its project's,
+    then the global ones) classify each new step; a ``deny`` rule refuses it before any gate,
+    and a step that needs approvals waits at the approval gate under its
     ``ApprovalPolicy`` (``policy_for``): copied onto the step now, so editing a rule later
     never changes a step already created."""
 
@@ -234,11 +255,14 @@ class ApprovalStepPolicy:
         for request in requests:
             verdict = classify(
                 request.tool,
-                rules=rules,
+                rules=rules_for(rules, request.project_id),
                 args=request.args,
                 edited=request.edited,
                 declared_risk=request.declared_risk,
             )
+            if verdict.risk == Risk.DENY:
+                found.append(Classification(Risk.DENY, refusal=_denial(verdict)))
+                continue
             if not verdict.approvals:
                 found.append(Classification(verdict.risk))
                 continue

@@ -17,6 +17,12 @@ def run_chain(run_id: object) -> str:
     return f"run:{run_id}"
 
 
+def project_chain(project_id: object) -> str:
+    """The name of the audit chain of the project ``project_id``: the changes of its policy
+    (risk rules, grant), each with its before, after and diff (``runs.policy``)."""
+    return f"project:{project_id}"
+
+
 def session_chain(session_id: object) -> str:
     """The name of the audit chain of the session ``session_id`` (a UUID or its text): the
     events of the session itself (created, messages added or removed, compacted, its state

@@ -12,16 +12,21 @@ from django.utils.html import format_html, format_html_join
 
 from audit.admin import AuditedChangesMixin
 from gateway.models import McpSession, Upstream
-from gateway.services import upstream_refresh_tools
+from gateway.services import upstream_as_json, upstream_refresh_tools
 from gateway.upstream import UpstreamUnavailable
+from runs.policy_admin import OwnedPolicyAdminMixin
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(AuditedChangesMixin, admin.ModelAdmin):
-    """Upstream servers; every add, change and delete is an event of the system audit chain."""
+class UpstreamAdmin(OwnedPolicyAdminMixin, AuditedChangesMixin, admin.ModelAdmin):
+    """Upstream servers; every add, change and delete is an event of the system audit chain,
+    and of the audit chain of the project it belongs (or belonged) to, as a change of that
+    project's policy (``runs.policy_admin.OwnedPolicyAdminMixin``)."""
 
-    list_display = ["name", "transport", "enabled", "tool_count", "tools_fetched_at"]
-    list_filter = ["transport", "enabled"]
+    policy_kind = "mcp_upstream"
+    policy_json = staticmethod(upstream_as_json)
+    list_display = ["name", "project", "transport", "enabled", "tool_count", "tools_fetched_at"]
+    list_filter = ["project", "transport", "enabled"]
     search_fields = ["name", "command", "url"]
     readonly_fields = ["tool_table", "tools_fetched_at", "created_at"]
     actions = ["refresh_tools"]

@@ -38,10 +38,13 @@ _REMEMBERED = 10_000
 @dataclass(frozen=True)
 class Caller:
     """Who is calling: the ``actor`` recorded on runs and steps (the token's user), and the
-    token's project. The pair owns the MCP sessions it opens (``gateway.calls``)."""
+    token's project. The pair owns the MCP sessions it opens (``gateway.calls``).
+    ``token_grant`` is the token's tool grant (``agentops.grants``; None: none), fixed when
+    the token was made."""
 
     actor: Actor
     project_id: int
+    token_grant: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,9 +79,9 @@ def admit(name: str, authorization: str, address: str) -> Admitted | Refused:
     """The upstream ``name`` (an enabled one) and the caller of ``authorization`` (``Bearer
     <token>`` or ``Token <token>``: an API token whose user holds ``NEEDED`` in the token's
     project) from the client ``address``, or the refusal to answer as ``(HTTP status, detail,
-    extra headers)``: 404 (no such enabled upstream), 401 (no valid token), 429 (too many bad
-    tokens of this prefix from this address: ``agentops.bad_tokens``, the REST API's limit),
-    403 (no role to run tools)."""
+    extra headers)``: 404 (no such enabled upstream, or another project's), 401 (no valid
+    token), 429 (too many bad tokens of this prefix from this address:
+    ``agentops.bad_tokens``, the REST API's limit), 403 (no role to run tools)."""
     key = (name, hashlib.sha256(authorization.encode()).hexdigest())
     version = CREDENTIALS.current()
     kept = _kept.get(key)
@@ -117,10 +120,13 @@ def _admit_from_database(
         bad_tokens.failed(address, presented)
         return _UNAUTHENTICATED, None
     user, token = found
+    if upstream.project_id not in (None, token.project_id):
+        # Another project's upstream: answered as one that does not exist.
+        return (404, f"no MCP upstream {name!r}", []), None
     access = Access.of(user, token)
     if not all(access.can(perm, token.project_id) for perm in NEEDED):
         return (403, "your role in this project cannot run tools", []), None
-    caller = Caller(Actor.for_user(user, via_api=True), token.project_id)
+    caller = Caller(Actor.for_user(user, via_api=True), token.project_id, token.grant)
     return Admitted(upstream, caller), token.expiry
 
 

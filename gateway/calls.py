@@ -28,6 +28,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from agentops.actors import Actor
 from agentops.clock import database_now
 from agentops.errors import Conflict
+from agentops.grants import allows_tool
 from gateway.models import McpSession, Upstream
 from projects.models import Project
 from runs.control.create import run_create, step_append
@@ -114,12 +115,19 @@ def call_id(tool: str, args: dict[str, Any]) -> str:
 
 
 def session_run(
-    *, upstream: Upstream, session_id: str, actor: Actor, project_id: int, client_info: Any
+    *,
+    upstream: Upstream,
+    session_id: str,
+    actor: Actor,
+    project_id: int,
+    client_info: Any,
+    token_grant: dict[str, Any] | None = None,
 ) -> uuid.UUID:
     """The run of MCP session ``session_id``, created with its first call (requested by
     ``actor``'s user in the project ``project_id``, the session's owner): goal "MCP session of
     <client> through <upstream>", the upstream and the client's name and version in its
-    metadata (not the session id: viewers of the project read metadata).
+    metadata (not the session id: viewers of the project read metadata); ``token_grant``
+    (the caller's token's grant) bounds its calls, with its project's grant.
 
     Raises:
         NoSuchSession: the session is someone else's (another user, or the same user through
@@ -143,6 +151,7 @@ def session_run(
                 goal=f"MCP session of {label} through {upstream.name}",
                 metadata={"mcp": {"upstream": upstream.name, "client": info}},
                 project=Project.objects.get(pk=project_id),
+                token_grant=token_grant,
             )
             McpSession.objects.create(session_id=session_id, upstream=upstream, run=run)
     except IntegrityError:  # another request of the session created it first
@@ -268,9 +277,11 @@ def session_call_step(
     tool: str,
     args: dict[str, Any],
     spec: dict[str, Any] | None,
+    token_grant: dict[str, Any] | None = None,
 ) -> CallStep:
     """``call_step`` in the run of MCP session ``session_id`` (``session_run``): what one
-    ``tools/call`` does in the database before the upstream is called.
+    ``tools/call`` does in the database before the upstream is called. A call outside the
+    grants in force ends ``refused`` here (``not_granted``), never reaching the upstream.
 
     Raises:
         NoSuchSession: the session is not the caller's.
@@ -283,8 +294,20 @@ def session_call_step(
         actor=actor,
         project_id=project_id,
         client_info=client_info,
+        token_grant=token_grant,
     )
     return call_step(run_id=run_id, actor=actor, tool=tool, args=args, spec=spec)
+
+
+def granted_tools(
+    *, tools: list[dict[str, Any]], project_id: int, token_grant: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The ``tools`` (MCP tool objects) a caller of the project ``project_id`` with a token
+    granted ``token_grant`` may call: those both the token's and the project's grants list
+    (``agentops.grants.allows_tool``; argument constraints are checked per call)."""
+    project_grant = Project.objects.values_list("grant", flat=True).get(pk=project_id)
+    grants = (token_grant, project_grant)
+    return [tool for tool in tools if allows_tool(grants, str(tool.get("name", "")))]
 
 
 def step_state(step_id: int) -> CallStep:

@@ -24,9 +24,22 @@ class Upstream(models.Model):
     ``headers`` sent on every request, e.g. its own credentials). ``tools`` is the server's
     last fetched ``tools/list`` (MCP tool objects as JSON: name, description, inputSchema,
     annotations), fetched at ``tools_fetched_at``.
+
+    ``project`` is the project whose policy it belongs to: only that project's tokens reach
+    it (any other caller is answered as for an upstream that does not exist); empty: a
+    global upstream, for every project. Set by superusers (a stdio upstream runs a command on
+    the server), each change audited in the project's chain (``runs.policy``).
     """
 
     name = models.SlugField(max_length=50, unique=True, help_text="The gateway path: /mcp/<name>/")
+    project = models.ForeignKey(
+        "projects.Project",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="mcp_upstreams",
+        help_text="Only this project's tokens reach it; empty: every project's.",
+    )
     transport = models.CharField(max_length=8, choices=Transport.choices)
     command = models.TextField(blank=True, help_text="stdio: the command line to start it")
     url = models.URLField(max_length=500, blank=True, help_text="http: its streamable-HTTP URL")

@@ -159,9 +159,17 @@ class _Mounted:
         return upstream
 
     async def list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
-        """The upstream's tools, as last fetched."""
+        """The upstream's tools, as last fetched, that the caller's grants allow (its token's
+        and its project's: ``calls.granted_tools``)."""
         upstream = await self._upstream(ctx)
-        return ListToolsResult(tools=[Tool.model_validate(tool) for tool in upstream.tools])
+        caller: Caller = ctx.request.scope["agentops.caller"]
+        tools = await in_database(
+            calls.granted_tools,
+            tools=upstream.tools,
+            project_id=caller.project_id,
+            token_grant=caller.token_grant,
+        )
+        return ListToolsResult(tools=[Tool.model_validate(tool) for tool in tools])
 
     async def call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
         """One ``tools/call``: its step, the wait for a reviewer if it needs one, the upstream
@@ -186,6 +194,7 @@ class _Mounted:
                 tool=params.name,
                 args=dict(params.arguments or {}),
                 spec=tool,
+                token_grant=caller.token_grant,
             )
         except calls.NoSuchSession:
             # The session manager refuses another caller's session before this: this is the

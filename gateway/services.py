@@ -63,3 +63,16 @@ def upstream_register(
             payload={"name": name, "transport": upstream.transport, "command": command, "url": url},
         )
     return upstream
+
+
+def upstream_as_json(upstream: Upstream) -> dict[str, Any]:
+    """The upstream as a project's policy records it (its headers left out: they may hold
+    its credentials)."""
+    return {
+        "name": upstream.name,
+        "transport": upstream.transport,
+        "command": upstream.command,
+        "url": upstream.url,
+        "enabled": upstream.enabled,
+        "project": upstream.project_id,
+    }

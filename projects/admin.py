@@ -13,6 +13,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils import timezone
 
+from agentops.errors import InvalidInput
+from agentops.grants import parse_grant
 from projects.access import Access
 from projects.models import ApiToken, Membership, Project
 from projects.services import token_create, token_rotate
@@ -60,11 +62,12 @@ class MembershipAdmin(SuperuserOnly, admin.ModelAdmin):
 
 
 class ApiTokenForm(forms.ModelForm):
-    """A new token: its user must be a member of its project (superusers excepted)."""
+    """A new token: its user must be a member of its project (superusers excepted); its
+    grant, if any, must be one ``agentops.grants.parse_grant`` accepts."""
 
     class Meta:
         model = ApiToken
-        fields = ["user", "project", "name", "expiry"]
+        fields = ["user", "project", "name", "expiry", "grant"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -80,6 +83,10 @@ class ApiTokenForm(forms.ModelForm):
         expiry = data.get("expiry")
         if expiry is not None and expiry <= timezone.now():
             raise forms.ValidationError({"expiry": "The expiry must be in the future."})
+        try:
+            data["grant"] = parse_grant(data.get("grant"))
+        except InvalidInput as exc:
+            raise forms.ValidationError({"grant": exc.message}) from None
         return data
 
 
@@ -96,7 +103,7 @@ class ApiTokenAdmin(SuperuserOnly, admin.ModelAdmin):
     autocomplete_fields = ["user", "project"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
-        return ["user", "project", "expiry"] if obj is not None else []
+        return ["user", "project", "expiry", "grant"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
@@ -106,7 +113,7 @@ class ApiTokenAdmin(SuperuserOnly, admin.ModelAdmin):
         if obj.expiry is not None:
             ttl = max(1, int((obj.expiry - timezone.now()).total_seconds()))
         token, text = token_create(
-            user=obj.user, project=obj.project, name=obj.name, ttl_seconds=ttl
+            user=obj.user, project=obj.project, name=obj.name, ttl_seconds=ttl, grant=obj.grant
         )
         obj.pk = token.pk
         obj.digest, obj.token_key, obj.created = token.digest, token.token_key, token.created

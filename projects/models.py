@@ -13,10 +13,19 @@ DEFAULT_PROJECT_SLUG = "default"
 
 class Project(models.Model):  # type: ignore[django-manager-missing]  # knox's abstract token
     """A team's space: every run belongs to one, and people see and act on a run only through
-    their membership of its project (``projects.access``)."""
+    their membership of its project (``projects.access``).
+
+    Its policy (risk rules with their approval policies, its tool ``grant``) is its own, on
+    top of the global defaults, and changed only by its admins through the services that
+    record each change in its audit chain (``runs.policy``); ``policy_version`` counts those
+    changes, and each step records the version it was classified under. ``grant`` is the
+    tool grant every call of its runs must keep to (``agentops.grants``; None: no limit).
+    """
 
     slug = models.SlugField(max_length=50, unique=True)
     name = models.CharField(max_length=100)
+    grant = models.JSONField(null=True, blank=True, editable=False)
+    policy_version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -55,10 +64,17 @@ class ApiToken(AbstractAuthToken):
     """An API token of a client app (django-rest-knox's token, ``KNOX_TOKEN_MODEL``): only
     the SHA-512 ``digest`` and the first characters (``token_key``) are stored, the token itself
     is shown once when created. It acts as its user, inside ``project`` only, until ``expiry``
-    (None: never) or until revoked (deleted)."""
+    (None: never) or until revoked (deleted). ``grant`` (``agentops.grants``; None: no
+    limit) bounds the tools every run it creates may call."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    grant = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='The tools its runs may call, e.g. {"tools": ["get_*", "book_*"], '
+        '"constraints": {"book_*": "amount <= 500"}}; empty: any tool.',
+    )
 
     class Meta:
         verbose_name = "API token"

@@ -9,8 +9,9 @@ they are plain strings here so this app imports none of them.
 - ``reviewer``: a viewer who also decides approval requests.
 - ``admin``: operator and reviewer together, who also registers the project's state schemas
   (``runs.StateSchema``) and may erase a subject's data (``runs.erase_subject``: their
-  sessions, conversations and state). Four eyes still holds: nobody decides an approval
-  for a run or step they asked for (``approvals.policy``).
+  sessions, conversations and state), and edits the project's policy (its tool grant and
+  its own risk rules, on top of the global defaults). Four eyes still holds: nobody
+  decides an approval for a run or step they asked for (``approvals.policy``).
 """
 
 from django.db import models
@@ -46,13 +47,24 @@ OPERATE = frozenset(
 )
 DECIDE = frozenset({"approvals.decide_approvalrequest"})
 MANAGE = frozenset({"runs.add_stateschema"})
+# The project's policy (``runs.policy``): its tool grant and its own risk rules, through the
+# API (``projects.manage_policy``) and admin (the risk rule model's permissions).
+POLICY = frozenset(
+    {
+        "projects.manage_policy",
+        "approvals.view_riskrule",
+        "approvals.add_riskrule",
+        "approvals.change_riskrule",
+        "approvals.delete_riskrule",
+    }
+)
 ERASE = frozenset({"runs.erase_subject"})
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     Role.VIEWER: VIEW,
     Role.OPERATOR: VIEW | OPERATE,
     Role.REVIEWER: VIEW | DECIDE,
-    Role.ADMIN: VIEW | OPERATE | DECIDE | MANAGE | ERASE,
+    Role.ADMIN: VIEW | OPERATE | DECIDE | MANAGE | ERASE | POLICY,
 }
 # Every permission a project role can grant: a check of any other permission (admin's model
 # permissions, say) is not a project matter and is left to Django's own backend.

@@ -236,6 +236,7 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
             project=project,
             identity=identity,
             traceparent=request.headers.get("traceparent"),
+            token_grant=getattr(request.auth, "grant", None),
             **fields,
         )
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -40,22 +40,31 @@ if TYPE_CHECKING:
 class StepRequest:
     """A step about to be created: its ``tool`` name and ``args``; ``edited`` when a person
     changed the arguments the agent chose (a fork with edited arguments); ``declared_risk``
-    the risk the tool's own server declares (a ``Risk`` value; empty: none)."""
+    the risk the tool's own server declares (a ``Risk`` value; empty: none); ``project_id``
+    the project of its run, whose own policy applies on top of the global one (None: the
+    global policy only)."""
 
     tool: str
     args: dict[str, Any]
     edited: bool = False
     declared_risk: str = ""
+    project_id: int | None = None
 
 
 @dataclass(frozen=True)
 class Classification:
     """What the step policy makes of a step: its ``risk`` (a ``Risk`` value), the ``gate``
-    kind it must pass before it runs (empty: none) and that kind's ``params`` for it (JSON)."""
+    kind it must pass before it runs (empty: none) and that kind's ``params`` for it (JSON).
+    ``refusal`` (``{"type": "not_granted", "reason", "message", ...}``) refuses the call
+    before any gate: the step ends ``refused`` with it when its turn comes, and its tool is
+    never called (a ``deny`` risk rule, or a call outside the run's grants).
+    ``policy_version`` is the version of the project's policy it was decided under."""
 
     risk: str
     gate: str = ""
     params: dict[str, Any] = field(default_factory=dict)
+    refusal: dict[str, Any] | None = None
+    policy_version: int | None = None
 
 
 class StepPolicy(Protocol):

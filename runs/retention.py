@@ -101,7 +101,8 @@ def _timed_batch(report: RetentionReport, started: float) -> None:
 def retention_candidates(policy: RetentionPolicy, *, now: datetime) -> QuerySet[Run]:
     """The runs ``policy`` deletes or redacts at ``now``: finished (a terminal status among
     the policy's ``statuses``; any other status in them is ignored) more than ``ttl_days``
-    days before ``now``, of its agent (if set), not yet redacted (for ``redact``), and
+    days before ``now``, of its agent (if set) and its project (a global policy: of the
+    projects without an enabled policy of their own), not yet redacted (for ``redact``), and
     holding nothing open: no step that is not terminal (waiting at a gate, queued, running,
     ...) and nothing another app holds open (a pending approval, ``DependentRows``)."""
     statuses = policy.statuses if isinstance(policy.statuses, list) else []
@@ -111,11 +112,22 @@ def retention_candidates(policy: RetentionPolicy, *, now: datetime) -> QuerySet[
     ).filter(~Exists(Step.objects.filter(run=OuterRef("pk"), status__in=STEP_OPEN)))
     if policy.agent:
         expired = expired.filter(agent=policy.agent)
+    if policy.project_id is not None:
+        expired = expired.filter(project_id=policy.project_id)
+    else:
+        own = RetentionPolicy.objects.filter(enabled=True, project__isnull=False)
+        expired = expired.exclude(project_id__in=own.values("project_id"))
     if policy.action == RetentionAction.REDACT:
         expired = expired.exclude(metadata__has_key="redacted_at")
     for dependent in _dependents:
         expired = dependent.exclude_open(expired)
     return expired
+
+
+def retention_policy_as_json(policy: RetentionPolicy) -> dict[str, Any]:
+    """A retention policy as its project's policy records it (``runs.policy``)."""
+    fields = ("name", "enabled", "statuses", "agent", "ttl_days", "action", "project_id")
+    return {name: getattr(policy, name) for name in fields}
 
 
 @dataclass(frozen=True)

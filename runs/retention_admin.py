@@ -26,7 +26,8 @@ from runs.models import (
     RetentionPolicy,
     RetentionPurge,
 )
-from runs.retention import retention_preview
+from runs.policy_admin import OwnedPolicyAdminMixin
+from runs.retention import retention_policy_as_json, retention_preview
 from runs.statuses import RUN_STATUSES
 
 
@@ -44,17 +45,30 @@ class RetentionPolicyForm(forms.ModelForm):
 
     class Meta:
         model = RetentionPolicy
-        fields = ["name", "enabled", "statuses", "agent", "ttl_days", "action"]
+        fields = ["name", "project", "enabled", "statuses", "agent", "ttl_days", "action"]
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(AuditedChangesMixin, admin.ModelAdmin):
+class RetentionPolicyAdmin(OwnedPolicyAdminMixin, AuditedChangesMixin, admin.ModelAdmin):
     """Retention policies, applied hourly by Celery beat and by ``manage.py purge_retention``;
-    ``<id>/preview/`` shows what one would do now and runs it ("Run now", POST)."""
+    ``<id>/preview/`` shows what one would do now and runs it ("Run now", POST). A change of
+    a project's policy is also recorded in that project's audit chain
+    (``runs.policy_admin.OwnedPolicyAdminMixin``)."""
 
+    policy_kind = "retention_policy"
+    policy_json = staticmethod(retention_policy_as_json)
     form = RetentionPolicyForm
-    list_display = ["name", "enabled", "action", "ttl_days", "agent", "statuses", "preview_link"]
-    list_filter = ["enabled", "action"]
+    list_display = [
+        "name",
+        "project",
+        "enabled",
+        "action",
+        "ttl_days",
+        "agent",
+        "statuses",
+        "preview_link",
+    ]
+    list_filter = ["project", "enabled", "action"]
     change_form_template = "admin/runs/retentionpolicy/change_form.html"
 
     @admin.display(description="preview")

@@ -34,6 +34,7 @@ _ATTENTION = frozenset(
         StepStatus.WAITING_RETRY,
         StepStatus.FAILED,
         StepStatus.REJECTED,
+        StepStatus.REFUSED,
     }
 )
 # The header rows need none of these: a long run's arguments and results stay in the database

@@ -86,6 +86,7 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
             "error",
             "usage",
             "budget_crossing",
+            "policy_version",
             "rationale",
             "idempotency_key",
             "approval",
@@ -334,7 +335,8 @@ class CreateRunSerializer(IdentityInputSerializer):
     when the run fails if not finished; ``budget`` (``runs.budget.parse_budget``) sets every
     limit and what crossing one does; ``session`` (an id or external id) the session the run
     belongs to; ``agent_name``, ``agent_version``, ``prompt``, ``model`` and
-    ``model_parameters`` what drives it (``IdentityInputSerializer``)."""
+    ``model_parameters`` what drives it (``IdentityInputSerializer``); ``grant``
+    (``agentops.grants``) the tools it may call."""
 
     agent = serializers.ChoiceField(choices=AgentKind.choices)
     model = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
@@ -365,6 +367,13 @@ class CreateRunSerializer(IdentityInputSerializer):
         max_length=200,
         help_text="The session the run belongs to: its id or its external_id (an open "
         "session of the run's project).",
+    )
+    grant = serializers.JSONField(
+        required=False,
+        help_text='The tools the run may call: {"tools": [patterns], "constraints": '
+        '{pattern: condition}}, e.g. {"tools": ["get_*", "book_*"], "constraints": '
+        '{"book_*": "amount <= 500"}}. A call outside it (or the token\'s, session\'s or '
+        "project's grant) ends refused (not_granted) and is never made.",
     )
 
 

@@ -36,6 +36,7 @@ class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSessio
             "external_id",
             "subject",
             "metadata",
+            "grant",
             "project",
             "status",
             "message_count",
@@ -55,13 +56,19 @@ class SessionSerializer(FieldsBuiltOnce, serializers.ModelSerializer[AgentSessio
 
 class CreateSessionSerializer(StrictSerializer):
     """``POST /api/v1/sessions/``: the client's ``external_id`` (unique in the project), the
-    end user's ``subject`` id, ``metadata`` (a JSON object) and the ``project`` slug."""
+    end user's ``subject`` id, ``metadata`` (a JSON object), the ``project`` slug and the
+    ``grant`` of the tools its runs may call (``agentops.grants``)."""
 
     external_id = serializers.CharField(max_length=MAX_ID_CHARS, trim_whitespace=False)
     subject = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=MAX_ID_CHARS
     )
     metadata = serializers.DictField(required=False)
+    grant = serializers.JSONField(
+        required=False,
+        help_text='The tools its runs may call: {"tools": [patterns], "constraints": '
+        "{pattern: condition}}; default: any tool.",
+    )
     project = serializers.SlugField(
         required=False,
         max_length=50,

@@ -32,6 +32,7 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     REJECTED = "rejected", "Rejected"
+    REFUSED = "refused", "Refused (not granted)"
     SKIPPED = "skipped", "Skipped"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -83,6 +84,7 @@ STEP_STATUSES = status_map(
         StatusInfo("succeeded", "Succeeded", "success", terminal=True),
         StatusInfo("failed", "Failed", "danger", terminal=True),
         StatusInfo("rejected", "Rejected", "danger", terminal=True),
+        StatusInfo("refused", "Refused (not granted)", "danger", terminal=True),
         StatusInfo("skipped", "Skipped", "muted", terminal=True),
         StatusInfo("cancelled", "Cancelled", "muted", terminal=True),
     ],

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.grants import parse_grant
 from audit.services import audited_atomic
 from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
@@ -21,7 +23,8 @@ from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Run, StateSchema, Step
+from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Risk, Run, StateSchema, Step
+from runs.policy import PolicyContext, run_policy, run_policy_of
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -91,6 +94,8 @@ def new_step(
         requested_by=requested_by,
         gate=klass.gate,
         gate_params=klass.params,
+        refusal=klass.refusal,
+        policy_version=klass.policy_version,
         rationale=spec.rationale,
         tool_call_id=spec.tool_call_id,
         trace_parent=trace_parent,
@@ -111,14 +116,30 @@ def insert_steps(steps: list[Step], actor: Actor) -> list[Step]:
     return steps
 
 
-def classify_specs(specs: list[StepSpec], *, edited: int | None = None) -> list[Classification]:
+def classify_specs(
+    specs: list[StepSpec], *, policy: PolicyContext, edited: int | None = None
+) -> list[Classification]:
     """The step policy's classification of ``specs`` (risk, gate; the one at position
-    ``edited`` has arguments a person edited): reads the risk rules."""
+    ``edited`` has arguments a person edited) under ``policy`` (``runs.policy``): reads the
+    risk rules. A call outside the grants in force is refused before any gate, whatever the
+    rules say; each classification records the policy version."""
     requests = [
-        StepRequest(spec.tool, spec.args, edited=i == edited, declared_risk=spec.declared_risk)
+        StepRequest(
+            spec.tool,
+            spec.args,
+            edited=i == edited,
+            declared_risk=spec.declared_risk,
+            project_id=policy.project_id,
+        )
         for i, spec in enumerate(specs)
     ]
-    return step_policy().classify(requests)
+    found = []
+    for spec, klass in zip(specs, step_policy().classify(requests), strict=True):
+        refused = policy.refusal(spec.tool, spec.args) or klass.refusal
+        if refused is not None:
+            klass = Classification(Risk.DENY, refusal=refused)
+        found.append(replace(klass, policy_version=policy.version))
+    return found
 
 
 def create_steps(
@@ -138,7 +159,7 @@ def create_steps(
     (one per spec), appended in a request whose checked ``traceparent`` is
     ``trace_parent``."""
     if classes is None:
-        classes = classify_specs(specs, edited=edited)
+        classes = classify_specs(specs, policy=run_policy(run), edited=edited)
     steps = [
         new_step(
             run,
@@ -206,6 +227,8 @@ def run_create(
     session: AgentSession | None = None,
     identity: dict[str, Any] | None = None,
     traceparent: str | None = None,
+    grant: Any = None,
+    token_grant: dict[str, Any] | None = None,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -225,6 +248,10 @@ def run_create(
     and version, system prompt with its name and version label, model and parameters).
     ``traceparent`` is the creating request's W3C ``traceparent`` header: kept when valid
     (``runs.trace_context.parse_traceparent``), so the run's trace continues the client's.
+    ``grant`` (``agentops.grants.parse_grant``; None: no limit) bounds the tools the run may
+    call, and so does ``token_grant``, the grant of the API token creating it (already
+    parsed): both are fixed on the run (``Run.grants``), and a call outside them, its
+    session's or its project's grant ends ``refused`` before any gate.
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -233,9 +260,14 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have, a malformed identity.
+            schema the project does not have, a malformed identity or grant.
     """
     reported = parse_identity(identity or {})
+    grants = [
+        {"source": source, "grant": value}
+        for source, value in (("run", parse_grant(grant)), ("token", token_grant))
+        if value is not None
+    ]
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
@@ -268,6 +300,7 @@ def run_create(
             agent=agent,
             input=prepared.input,
             metadata=metadata,
+            grants=grants,
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
@@ -362,7 +395,7 @@ def step_append(
     validate_spec(specs[0], where="step", registered_only=True)
     reported = parse_usage(usage, model_required=False) if usage is not None else None
     # Classified before the transaction: reading the rules would end its pipeline.
-    classes = classify_specs(specs)
+    classes = classify_specs(specs, policy=run_policy_of(run_id))
     with pipelined_atomic():
         run, count, first_open, keys, repeat = lock_for_append(
             run_id, tool_call_id if reuse_open_call else "", _APPEND_EVENTS

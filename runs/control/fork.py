@@ -147,6 +147,7 @@ def run_fork(
             prompt_version=source.prompt_version,
             model=source.model,
             model_parameters=source.model_parameters,
+            grants=source.grants,
             forked_from=source,
             forked_from_index=from_index,
             state_schema=schemas[max(schemas)] if schemas else None,

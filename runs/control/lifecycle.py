@@ -94,7 +94,8 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
     Raises:
         Run.DoesNotExist: unknown run.
         TransitionNotAllowed: the run is not failed.
-        Conflict: a reviewer rejected the step the run failed on (fork the run instead).
+        Conflict: a reviewer rejected, or its policy refused, the step the run failed on (fork
+            the run instead).
     """
     with audited_atomic():
         run = lock_run(run_id)
@@ -106,6 +107,8 @@ def run_resume(*, run_id: uuid.UUID, actor: Actor) -> Run:
         failed = tried.order_by("-index").first()
         if failed is not None and failed.status == StepStatus.REJECTED:
             raise Conflict("a reviewer rejected this run's step: it cannot be resumed")
+        if failed is not None and failed.status == StepStatus.REFUSED:
+            raise Conflict("this run's step was refused by its policy: it cannot be resumed")
         run.resume()
         run.finished_at = None
         save_run(run)

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
+from agentops.grants import parse_grant
 from agentops.storable import require_storable
 from audit.services import audited_atomic
 from projects.models import Project
@@ -64,11 +65,13 @@ def session_create(
     external_id: Any,
     subject: Any = "",
     metadata: Any = None,
+    grant: Any = None,
 ) -> AgentSession:
     """Open a session in ``project`` (the caller has checked that the actor may add runs
     there). ``external_id`` is the client's own name for it (1-200 characters, unique in
     the project); ``subject`` the end user's subject id (0-200 characters); ``metadata`` a
-    JSON object kept as is. One audit event, ``session.created``.
+    JSON object kept as is; ``grant`` the tools its runs may call (``agentops.grants``;
+    None: no limit). One audit event, ``session.created``.
 
     Raises:
         InvalidInput: a malformed field.
@@ -81,6 +84,7 @@ def session_create(
     if not isinstance(metadata, dict):
         raise InvalidInput("metadata must be an object", field="metadata")
     require_storable(metadata, field="metadata")
+    grant = parse_grant(grant)
     if AgentSession.objects.filter(project=project, external_id=external_id).exists():
         raise Conflict(f"the project has a session {external_id!r} already")
     try:
@@ -90,11 +94,14 @@ def session_create(
                 external_id=external_id,
                 subject=subject,
                 metadata=metadata,
+                grant=grant,
                 creator_kind=actor.kind,
                 creator_id=actor.id,
                 creator_name=actor.name,
             )
-            record_session_event(actor, session, "created", from_state="", external_id=external_id)
+            record_session_event(
+                actor, session, "created", from_state="", external_id=external_id, grant=grant
+            )
     except IntegrityError as exc:
         # Two creators of one external id at once: the unique constraint chose one.
         raise Conflict(f"the project has a session {external_id!r} already") from exc

@@ -8,7 +8,7 @@ from django.utils import timezone
 from agentops.actors import Actor
 from runs.agents import agent_for
 from runs.executor.claim import Claim, claim_locked
-from runs.executor.gates import gate_open_locked
+from runs.executor.gates import gate_open_locked, step_refuse_locked
 from runs.executor.handover import hand_over_locked
 from runs.executor.limits import budget_gates_step_locked
 from runs.models import Executor, Run, Step
@@ -22,7 +22,8 @@ def advance_locked(
 ) -> Claim | None:
     """Move a locked run on: start it, stop its next step at its gate, queue it (or hand it
     to its client), or finish the run; a run over its budget fails or its next step waits for
-    approval to continue (``runs.executor.limits``).
+    approval to continue (``runs.executor.limits``). A step the step policy refused (outside
+    the run's grants, or denied by a rule) ends ``refused`` first, before any gate.
 
     The caller holds the run's row lock inside a transaction. Does nothing while a step is in
     flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
@@ -46,6 +47,10 @@ def advance_locked(
             run.finished_at = timezone.now()
             transition(run, "succeed", actor=actor)
         return None
+    if step.refusal is not None:
+        # Refused before any gate (a budget's included): the next step may go on at once.
+        step_refuse_locked(run=run, step=step, actor=actor)
+        return advance_locked(run, actor, claim=claim)
     if budget_gates_step_locked(run, step, actor):
         return None
     if step.gate:

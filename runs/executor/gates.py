@@ -19,6 +19,7 @@ from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked
 from runs.executor.handover import hand_over_locked
 from runs.models import Executor, Run, Step
+from runs.policy import call_refusal
 from runs.statuses import OPEN_STEP_STATUSES, StepStatus
 from runs.store.writes import step_change
 from runs.tools import get_tool, schema_problem
@@ -51,6 +52,21 @@ def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
     transition(run, "unblock", actor=actor)
 
 
+def step_refuse_locked(*, run: Run, step: Step, actor: Actor) -> None:
+    """Refuse a pending step of a locked running run before any gate: the step policy found
+    it outside the run's grants or denied by a rule (``Step.refusal``). The step ends
+    ``refused`` with the refusal as its error, the outcome the agent sees, and its tool is
+    never called. Like a gate's refusal, an agent that replans takes it as the call's outcome
+    and the run goes on; a fixed plan or a recorded transcript fails with it (its pending
+    steps skipped), the step's index and tool added."""
+    refusal = step.refusal or {}
+    transition(step, "refuse", actor=actor, now=timezone.now(), payload={"error": refusal})
+    if agent_for(run.agent).replans_after_refusal:
+        return
+    error = {**refusal, "step": step.index, "tool": step.tool}
+    fail_run_locked(run, actor, error, skip_pending=True)
+
+
 def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, Any]) -> None:
     """The gate a waiting step stood at refused it: the step ends ``rejected`` with ``error``
     (``{"type": "rejected" | "approval_expired" | ..., "reason": str, "message": str, ...}``),
@@ -80,7 +96,8 @@ def gate_edit_args_locked(
 
     Raises:
         InvalidInput: ``args`` is not an object or fails the tool's JSON schema (for a client
-            step, the schema its client gave).
+            step, the schema its client gave), or the run's policy refuses the call with them
+            (``runs.policy.call_refusal``: outside its grants, or a ``deny`` rule).
         ConcurrentTransition: the step is no longer waiting.
     """
     if not isinstance(args, dict):
@@ -92,6 +109,9 @@ def gate_edit_args_locked(
         problem = tool.validate_args(args) if tool else None
     if problem:
         raise InvalidInput(f"args: {problem}", field="args")
+    refused = call_refusal(run, step.tool, args)
+    if refused is not None:
+        raise InvalidInput(f"args: {refused['message']}", field="args")
     before = {"args": step.args, "idempotency_key": step.idempotency_key}
     digest = Step.args_digest(args)
     key = Step.key_for(run.pk, step.index, step.tool, digest)

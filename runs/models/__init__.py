@@ -119,7 +119,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
     deleted, and ``forked_from_index`` the index of the source's step the fork started from:
     both are written by the server alone, and the pages trust only them. ``session`` is the
     session (``AgentSession``) the run belongs to, set when it is created: the messages it
-    appends join the session's conversation too.
+    appends join the session's conversation too. ``grants`` are the tool grants fixed when
+    the run was created (``agentops.grants``): ``[{"source": "run" | "token", "grant":
+    {...}}]``, the run's own and that of the API token that created it; each call must be
+    allowed by them and by its session's and project's grants as they are then.
     ``metadata["forked_from"]`` names them too, but metadata is the client's, which may write
     anything there when it creates a run.
     """
@@ -156,6 +159,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     agent = models.CharField(max_length=16, choices=AgentKind.choices)
     input = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    grants = models.JSONField(default=list, blank=True)
     state = models.JSONField(default=dict, blank=True)
     message_count = models.PositiveIntegerField(default=0, db_default=0)
     context_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
@@ -347,6 +351,11 @@ class Step(ConcurrentTransitionMixin, models.Model):
     approval to continue because its run crossed its budget (``runs.budget``).
     ``requested_by`` is who asked for the step (the run's requester, or the user whose
     session or token appended it): four eyes keeps them from deciding its approval.
+    ``refusal`` is set when the step policy refused the call before any gate (``{"type":
+    "not_granted", "reason", "message", ...}``: outside the run's grants, ``agentops.grants``,
+    or a ``deny`` risk rule); the step then ends ``refused`` when its turn comes.
+    ``policy_version`` is the version of its project's policy the step was classified under
+    (``projects.models.Project.policy_version``; None: classified before versions existed).
     ``recorded_result`` holds the recorded output a transcript step replays instead of calling
     a tool (None for live tools).
     ``tool_error`` marks a succeeded step whose tool answered with an error instead of a
@@ -406,6 +415,8 @@ class Step(ConcurrentTransitionMixin, models.Model):
     tool_call_id = models.CharField(max_length=128, blank=True)
     trace_parent = models.CharField(max_length=55, blank=True, default="", db_default="")
     recorded_result = models.JSONField(null=True, blank=True)
+    refusal = models.JSONField(null=True, blank=True)
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
     status = FSMField(
         max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True
     )
@@ -575,6 +586,14 @@ class Step(ConcurrentTransitionMixin, models.Model):
         """waiting → rejected: its gate refused, with the refusal in ``error`` (type, message,
         and what the gate kind adds, e.g. the reviewer)."""
         self.error = error
+        self.finished_at = now
+
+    @transition(field=status, source=StepStatus.PENDING, target=StepStatus.REFUSED)
+    def refuse(self, *, now: Any) -> None:
+        """pending → refused: the call is outside its run's grant, or a ``deny`` rule matched
+        (``refusal``, decided when the step was created); it is never called, and its
+        ``error`` is the refusal, which is what the agent sees."""
+        self.error = self.refusal
         self.finished_at = now
 
     @transition(field=status, source=StepStatus.PENDING, target=StepStatus.SKIPPED)

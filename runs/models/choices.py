@@ -11,6 +11,8 @@ class Risk(models.TextChoices):
     MEDIUM = "medium", "Medium"
     HIGH = "high", "High"
     CRITICAL = "critical", "Critical"
+    # A risk class only rules give: the call is refused before any gate, project-wide.
+    DENY = "deny", "Deny (refused)"
 
 
 class AgentKind(models.TextChoices):

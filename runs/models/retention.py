@@ -29,9 +29,23 @@ class RetentionPolicy(models.Model):
     conversation, state; checkpoints and agent state versions are deleted).
     Audit events are kept either way (they have their own, longer TTL:
     ``AGENTOPS_AUDIT_RETENTION_DAYS``). Applied by ``runs.retention.retention_purge``.
+
+    ``project`` is the project whose policy it belongs to: it applies to that project's runs
+    only. A global policy (no project) applies to the runs of every project that has no
+    enabled policy of its own: a project's own policies override the defaults. Changes of a
+    project's policy are audited in its chain (``runs.policy``).
     """
 
     name = models.CharField(max_length=100, unique=True)
+    project = models.ForeignKey(
+        "projects.Project",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="retention_policies",
+        help_text="Applies to this project's runs only; empty: to every project without "
+        "an enabled policy of its own.",
+    )
     enabled = models.BooleanField(default=True)
     statuses = models.JSONField(default=_terminal_statuses)
     agent = models.CharField(max_length=16, choices=AgentKind.choices, blank=True)

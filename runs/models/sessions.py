@@ -30,7 +30,9 @@ class AgentSession(models.Model):
     they were appended) and those added to the session directly; ``context_tokens`` (tokens)
     is the size of its active context (messages neither removed nor compacted, and the
     summaries of its compactions). Its agent state (the user's preferences and facts, which
-    outlive a run) is versioned like a run's (``StateVersion.session``).
+    outlive a run) is versioned like a run's (``StateVersion.session``). ``grant`` is the
+    tool grant every call of its runs must keep to (``agentops.grants``; None: no limit),
+    fixed when it is created.
     """
 
     # The fields that change after the row is inserted (``save(update_fields=...)``).
@@ -43,6 +45,7 @@ class AgentSession(models.Model):
     external_id = models.CharField(max_length=200)
     subject = models.CharField(max_length=200, blank=True, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
+    grant = models.JSONField(null=True, blank=True)
     status = models.CharField(
         max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN
     )

@@ -70,6 +70,7 @@ def test_a_created_run_answers_exactly_this(operator_api, monkeypatch):
         "error": None,
         "usage": {},
         "budget_crossing": None,
+        "policy_version": 0,
     }
     pending = {
         "approval": None,
@@ -207,7 +208,7 @@ def test_a_run_s_detail_answers_exactly_this(operator_api, rejected_run):
         "executor": "server",
         "args_schema": {},
     }
-    after_result = {"usage": {}, "budget_crossing": None}
+    after_result = {"usage": {}, "budget_crossing": None, "policy_version": 0}
     rejection = {"type": "rejected", "reason": "no", "message": "no", "reviewer": "rita"}
     assert_renders(
         operator_api.get(run_url(run.pk)),

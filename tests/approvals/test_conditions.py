@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from approvals.conditions import ConditionError, check_condition, evaluate
+from agentops.conditions import ConditionError, check_condition, evaluate
 
 PAYMENT = {"payment": {"amount": 6000, "currency": "USD"}, "amount": 600, "tags": ["vip"]}
 

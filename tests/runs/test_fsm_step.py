@@ -23,6 +23,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "schedule_retry": {"error": ERROR, "next_attempt_at": NOW, "now": NOW},
     "fail": {"error": ERROR, "now": NOW},
     "reject": {"error": ERROR, "now": NOW},
+    "refuse": {"now": NOW},
     "cancel": {"now": NOW},
     "hand_over": {"now": NOW},
     "report_start": {"owner": "client:1", "now": NOW},
@@ -39,6 +40,7 @@ METHODS = [
     "fail",
     "retry",
     "reject",
+    "refuse",
     "skip",
     "cancel",
     "hand_over",
@@ -61,6 +63,8 @@ ALLOWED = {
     (S.FAILED, "retry"): S.QUEUED,
     (S.WAITING, "reject"): S.REJECTED,
     (S.PENDING, "skip"): S.SKIPPED,
+    # Outside the run's grants, or denied by a rule: refused before any gate.
+    (S.PENDING, "refuse"): S.REFUSED,
     # Client steps: handed to the client app, which reports their outcome.
     (S.PENDING, "hand_over"): S.READY,
     (S.WAITING, "hand_over"): S.READY,

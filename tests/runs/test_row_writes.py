@@ -142,6 +142,8 @@ def test_service_flows_write_every_field_they_change(
             approval_id=ApprovalRequest.objects.get(run=rejected).pk, actor=rev, decision="reject"
         )
     with capture(execute=True):
+        run_create(actor=op, agent="plan", goal="r", steps=[EMAIL], grant={"tools": ["echo"]})
+    with capture(execute=True):
         expired = _plan(op, EMAIL)
     ApprovalRequest.objects.filter(run=expired).update(expires_at=NOW - timedelta(seconds=1))
     with capture(execute=True):

@@ -240,14 +240,15 @@ def test_a_recorded_step_costs_three_round_trips_and_one_commit(monkeypatch):
     assert (long.count - short.count, long.commits - short.commits) == (30, 10)
 
 
-def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
-    """Appending (BEGIN; the locks and reads; the writes; COMMIT) and reporting (the same) a
+def test_a_client_step_appended_and_reported_costs_nine_round_trips(operator):
+    """Appending (the run's policy: its grants and project's policy version, one read before
+    BEGIN; BEGIN; the locks and reads; the writes; COMMIT) and reporting (the same) a
     low-risk client step, as the MCP gateway does for each call."""
     actor = Actor.for_user(operator)
     run = run_create(actor=actor, agent="client", goal="client round trips")
     client_call(actor, run.pk, 0)  # the first call of a run also starts it
     calls = [client_call(actor, run.pk, n) for n in (1, 2, 3)]
-    assert [(trips.count, trips.commits) for trips in calls] == [(8, 2)] * 3
+    assert [(trips.count, trips.commits) for trips in calls] == [(9, 2)] * 3
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]

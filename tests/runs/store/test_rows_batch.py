@@ -185,15 +185,16 @@ def test_prefetching_audit_chains_needs_a_pipelined_block():
         prefetch_chains([f"run:{uuid.uuid4()}"], 1)
 
 
-def test_a_client_step_appended_and_reported_costs_eight_round_trips(operator):
-    """Appending (savepoint; locks, count, reserved key, a repeat of the call; writes;
+def test_a_client_step_appended_and_reported_costs_nine_round_trips(operator):
+    """Appending (the run's policy: its grants and project's policy version, one read before
+    the savepoint; savepoint; locks, count, reserved key, a repeat of the call; writes;
     release) and reporting (savepoint; locks; writes; release) a low-risk client step inside
     the test's transaction, as the MCP gateway does for each call; the risk rules are kept by
     the process."""
     actor = Actor.for_user(operator)
     run = run_create(actor=actor, agent="client", goal="client round trips")
     client_call(actor, run.pk, 0)  # the first call of a run also starts it
-    assert [client_call(actor, run.pk, n).count for n in (1, 2, 3)] == [8, 8, 8]
+    assert [client_call(actor, run.pk, n).count for n in (1, 2, 3)] == [9, 9, 9]
     assert list(run.steps.order_by("index").values_list("status", "result")) == [
         ("succeeded", n) for n in range(4)
     ]

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from agentops_client.errors import Conflict, StepFailed, error_for
-from agentops_client.models import Rejected, Step
+from agentops_client.models import REFUSED, Rejected, Step
 
 API = "/api/v1"
 # Marks a response the server replayed for a repeated Idempotency-Key (a past state).
@@ -139,7 +139,7 @@ def outcome_of(step: Step) -> Outcome:
         return Outcome("run")
     if step.status == "succeeded":
         return Outcome("result", step.result)
-    if step.status == "rejected":
+    if step.status in REFUSED:
         return Outcome("rejected", Rejected.from_error(step.error))
     raise StepFailed(step)
 

@@ -130,6 +130,7 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         state_schema: dict[str, Any] | None = None,
         session: str | None = None,
         idempotency_key: str | None = None,
+        grant: dict[str, Any] | None = None,
         **identity: Any,
     ) -> Run:
         """Create a client run. ``budget``: ``max_tokens`` (tokens), ``max_cost_usd`` (USD),
@@ -137,12 +138,15 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         ``project``: the project's slug (default: the token's project). ``state_schema``:
         ``{"name", "version"?}``, the project's state schema the agent's state follows
         (default version: the newest). ``session``: the id or external id of the open session
-        the run belongs to (``NotFound`` when none). ``identity``: what drives the run,
-        any of ``agent_name``, ``agent_version``, ``prompt`` (``{"content", "name"?,
-        "version"?}``: the system prompt), ``model`` and ``model_parameters`` (a dict).
+        the run belongs to (``NotFound`` when none). ``grant``: the tools the run may call,
+        ``{"tools": [patterns], "constraints": {pattern: condition}}``; a call outside it
+        comes back as a ``Rejected`` of type ``not_granted``, its tool never called.
+        ``identity``: what drives the run, any of ``agent_name``, ``agent_version``,
+        ``prompt`` (``{"content", "name"?, "version"?}``: the system prompt), ``model`` and
+        ``model_parameters`` (a dict).
 
         Raises:
-            BadRequest: a malformed goal, metadata, budget or identity, a project outside the
+            BadRequest: a malformed goal, metadata, budget, grant or identity, a project outside the
                 token's, or a state schema the project does not have.
         """
         body: dict[str, Any] = {
@@ -159,6 +163,8 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
             body["state_schema"] = state_schema
         if session is not None:
             body["session"] = session
+        if grant is not None:
+            body["grant"] = grant
         return Run.from_json(await self._request("POST", "/runs/", body, idempotency_key))
 
     async def get_run(self, run_id: str) -> Run:
@@ -411,13 +417,19 @@ class AsyncClient(AsyncArtifactMethods, AsyncStateMethods, AsyncSessionMethods):
         metadata: dict[str, Any] | None = None,
         budget: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        grant: dict[str, Any] | None = None,
         **identity: Any,
     ) -> AsyncRunHandle:
         """Create a client run and return its handle (see ``create_run``, which takes the
         same ``identity``). With the same ``idempotency_key`` a restarted client gets the
         same run back."""
         run = await self.create_run(
-            goal, metadata=metadata, budget=budget, idempotency_key=idempotency_key, **identity
+            goal,
+            metadata=metadata,
+            budget=budget,
+            idempotency_key=idempotency_key,
+            grant=grant,
+            **identity,
         )
         return AsyncRunHandle(self, run.id)
 

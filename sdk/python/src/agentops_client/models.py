@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # A step in one of these statuses has nothing more to wait for.
-SETTLED = frozenset({"ready", "succeeded", "failed", "rejected", "skipped", "cancelled"})
-REFUSED = frozenset({"rejected"})
+SETTLED = frozenset({"ready", "succeeded", "failed", "rejected", "refused", "skipped", "cancelled"})
+# Refused calls: by a reviewer (``rejected``), or before any gate because the run's grants or
+# a deny rule do not allow them (``refused``, error type ``not_granted``).
+REFUSED = frozenset({"rejected", "refused"})
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,8 @@ class Step:
     """One step: ``id``, ``index``, ``tool``, the final ``args`` (a reviewer may have edited
     them), ``executor`` (``server`` | ``client``), ``status`` (``pending``,
     ``awaiting_approval``, ``ready``, ``queued``, ``running``, ``waiting_retry``,
-    ``succeeded``, ``failed``, ``rejected``, ``skipped``, ``cancelled``), ``attempts``, the
+    ``succeeded``, ``failed``, ``rejected``, ``refused``, ``skipped``, ``cancelled``),
+    ``attempts``, the
     ``idempotency_key`` to run it under, ``result``, ``tool_error`` (the result is the tool's
     error answer), ``error`` and the full JSON (``raw``)."""
 
@@ -126,9 +129,10 @@ class Approval:
 
 @dataclass(frozen=True)
 class Rejected:
-    """A reviewer refused a call (or its approval expired): what the agent gets instead of a
-    result. ``type`` is ``rejected`` or ``approval_expired``; ``reason`` the reviewer's
-    comment; ``reviewer`` their username."""
+    """A reviewer refused a call (or its approval expired), or its run's policy did before any
+    gate: what the agent gets instead of a result. ``type`` is ``rejected``,
+    ``approval_expired`` or ``not_granted`` (outside the run's grants, or a deny rule);
+    ``reason`` the reviewer's comment or the policy's reason; ``reviewer`` their username."""
 
     type: str
     reason: str

@@ -1,6 +1,7 @@
-"""Conditions of risk rules: a small expression over a tool call's arguments, such as
-``amount > 500``, ``args["payment"]["amount"] > 500`` or ``payment.amount > 500 and
-currency == "USD"``, evaluated by simpleeval on a restricted grammar.
+"""The rule-condition language of risk rules and tool grants: a small expression over a tool
+call's arguments, such as ``amount > 500``, ``args["payment"]["amount"] > 500`` or
+``payment.amount > 500 and currency == "USD"``, evaluated by simpleeval on a restricted
+grammar.
 
 Names: every top-level argument by its key (when the key is an identifier), and ``args`` for
 the whole object. ``a.b`` reads the key ``b`` of the object ``a`` (JSON-path style) and
