@@ -1,6 +1,6 @@
 """REST API of evals (``/api/v1/evals/``): case sets, making cases (from a run's step, from
-every run of a filter, from a τ-bench-shaped file), the cases of a set as JSON and as JSON
-Lines, and eval runs: a CI system replays the cases with its agent version
+every run of a filter, from a τ-bench-shaped file) and removing them, the cases of a set as
+JSON and as JSON Lines, and eval runs: a CI system replays the cases with its agent version
 (``agentops_client.evals``) and posts the outcomes; the answer holds the pass rate and
 ``below_threshold``.
 
@@ -12,6 +12,7 @@ eval run of a project the caller may not see is a 404.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,11 +23,12 @@ from rest_framework import exceptions, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from agentops.api import ErrorSerializer, actor_for
 from evals import from_runs, selectors, serializers, services, tau_bench
-from evals.models import CaseSet, EvalRun
+from evals.models import Case, CaseSet, EvalRun
 from projects.api import access_for, project_for_create
 from runs.models import Run
 
@@ -59,6 +61,20 @@ def case_set_for(request: Request, pk: int, perm: str) -> CaseSet:
 def _cases_json(case_set: CaseSet) -> list[dict[str, Any]]:
     cases = selectors.cases_at(case_set_id=case_set.pk, version=case_set.version)
     return [selectors.case_payload(case) for case in cases]
+
+
+def _added(
+    request: Request, pk: int, form: type[Serializer[Any]], make: Callable[..., list[Case]]
+) -> Response:
+    """Add the cases ``make`` (a service) makes of the body (checked by ``form``) to case set
+    ``pk``: 201 with ``{"version", "cases": [ids]}``, the set's version after them."""
+    case_set = case_set_for(request, pk, CHANGE)
+    body = form(data=request.data)
+    body.is_valid(raise_exception=True)
+    cases = make(case_set_id=case_set.pk, actor=actor_for(request), **body.validated_data)
+    case_set.refresh_from_db(fields=["version"])
+    added = {"version": case_set.version, "cases": [case.pk for case in cases]}
+    return Response(added, status=status.HTTP_201_CREATED)
 
 
 class CaseSetsView(APIView):
@@ -137,15 +153,9 @@ class CaseSetBulkView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         """Make a case of every run of the set's project in ``statuses`` created between
         ``created_after`` and ``created_before``; ``{"version", "cases": [ids]}``."""
-        case_set = case_set_for(request, pk, CHANGE)
-        body = serializers.CasesFromRunsSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        cases = from_runs.cases_make_from_runs(
-            case_set_id=case_set.pk, actor=actor_for(request), **body.validated_data
+        return _added(
+            request, pk, serializers.CasesFromRunsSerializer, from_runs.cases_make_from_runs
         )
-        case_set.refresh_from_db()
-        body_out = {"version": case_set.version, "cases": [case.pk for case in cases]}
-        return Response(body_out, status=status.HTTP_201_CREATED)
 
 
 class CaseSetImportView(APIView):
@@ -158,15 +168,9 @@ class CaseSetImportView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         """Add a case per τ-bench-shaped conversation that calls one of ``write_tools``
         (``evals.tau_bench``); ``{"version", "cases": [ids]}``."""
-        case_set = case_set_for(request, pk, CHANGE)
-        body = serializers.TauBenchImportSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        cases = tau_bench.cases_import_tau_bench(
-            case_set_id=case_set.pk, actor=actor_for(request), **body.validated_data
+        return _added(
+            request, pk, serializers.TauBenchImportSerializer, tau_bench.cases_import_tau_bench
         )
-        case_set.refresh_from_db()
-        body_out = {"version": case_set.version, "cases": [case.pk for case in cases]}
-        return Response(body_out, status=status.HTTP_201_CREATED)
 
 
 class CaseSetExportView(APIView):
@@ -218,3 +222,18 @@ class EvalRunView(APIView):
             raise exceptions.NotFound("no such eval run")
         case_set_for(request, eval_run.case_set_id, VIEW)
         return Response(serializers.eval_run_json(eval_run))
+
+
+class CaseView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={200: serializers.CaseSetSerializer, **_ERRORS})
+    def delete(self, request: Request, pk: int) -> Response:
+        """Take a case out of its set from the set's next version on (the versions before,
+        and their eval runs, keep it); answers the case set at its new version."""
+        case = Case.objects.filter(pk=pk, removed_in__isnull=True).first()
+        if case is None:
+            raise exceptions.NotFound("no such case in a current version")
+        case_set_for(request, case.case_set_id, CHANGE)
+        case_set = services.case_remove(case_id=case.pk, actor=actor_for(request))
+        return Response(serializers.CaseSetSerializer(case_set).data)

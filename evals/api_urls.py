@@ -22,6 +22,7 @@ urlpatterns = [
         api.CaseSetExportView.as_view(),
         name="api-cases-export",
     ),
+    path("evals/cases/<int:pk>/", api.CaseView.as_view(), name="api-case"),
     path("evals/runs/", api.EvalRunsView.as_view(), name="api-eval-runs"),
     path("evals/runs/<int:pk>/", api.EvalRunView.as_view(), name="api-eval-run"),
 ]

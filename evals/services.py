@@ -131,6 +131,27 @@ def case_checked(value: Any, where: str = "case") -> NewCase:
     )
 
 
+def _next_version(case_set_id: int) -> CaseSet:
+    """Case set ``case_set_id`` locked (``SELECT ... FOR UPDATE``) and moved to its next
+    version; the caller's transaction holds the lock until it commits."""
+    case_set = CaseSet.objects.select_for_update().get(pk=case_set_id)
+    case_set.version += 1
+    case_set.save(update_fields=["version", "updated_at"])
+    return case_set
+
+
+def _version_audited(actor: Actor, case_set: CaseSet, verb: str, payload: dict[str, Any]) -> None:
+    audit_record(
+        actor=actor,
+        verb=verb,
+        object_type="case_set",
+        object_id=case_set.pk,
+        project_id=case_set.project_id,
+        to_state=f"v{case_set.version}",
+        payload={**payload, "version": case_set.version},
+    )
+
+
 def cases_add(*, case_set_id: int, cases: list[NewCase], actor: Actor) -> list[Case]:
     """Add ``cases`` to case set ``case_set_id`` as its next version (one version for all of
     them; nothing changes when ``cases`` is empty).
@@ -141,9 +162,7 @@ def cases_add(*, case_set_id: int, cases: list[NewCase], actor: Actor) -> list[C
     if not cases:
         return []
     with transaction.atomic():
-        case_set = CaseSet.objects.select_for_update().get(pk=case_set_id)
-        case_set.version += 1
-        case_set.save(update_fields=["version", "updated_at"])
+        case_set = _next_version(case_set_id)
         made = Case.objects.bulk_create(
             Case(
                 case_set=case_set,
@@ -160,15 +179,7 @@ def cases_add(*, case_set_id: int, cases: list[NewCase], actor: Actor) -> list[C
             )
             for case in cases
         )
-        audit_record(
-            actor=actor,
-            verb="case_set.cases_added",
-            object_type="case_set",
-            object_id=case_set.pk,
-            project_id=case_set.project_id,
-            to_state=f"v{case_set.version}",
-            payload={"cases": [c.pk for c in made], "version": case_set.version},
-        )
+        _version_audited(actor, case_set, "case_set.cases_added", {"cases": [c.pk for c in made]})
     return made
 
 
@@ -182,23 +193,14 @@ def case_remove(*, case_id: int, actor: Actor) -> CaseSet:
     """
     with transaction.atomic():
         set_id = Case.objects.values_list("case_set_id", flat=True).get(pk=case_id)
-        case_set = CaseSet.objects.select_for_update().get(pk=set_id)
+        case_set = _next_version(set_id)
+        # Read under the set's lock: a concurrent removal of the same case has committed.
         case = Case.objects.get(pk=case_id)
         if case.removed_in is not None:
             raise InvalidInput(f"case {case_id} was removed in v{case.removed_in}")
-        case_set.version += 1
-        case_set.save(update_fields=["version", "updated_at"])
         case.removed_in = case_set.version
         case.save(update_fields=["removed_in"])
-        audit_record(
-            actor=actor,
-            verb="case_set.case_removed",
-            object_type="case_set",
-            object_id=case_set.pk,
-            project_id=case_set.project_id,
-            to_state=f"v{case_set.version}",
-            payload={"case": case_id, "version": case_set.version},
-        )
+        _version_audited(actor, case_set, "case_set.case_removed", {"case": case_id})
     return case_set
 
 

@@ -165,3 +165,36 @@ def test_another_projects_user_neither_reads_nor_changes_a_case_set(
     assert client.get(f"/evals/case-sets/{case_set.pk}/").status_code == 404
     assert client.get(f"/evals/runs/{eval_run['id']}/").status_code == 404
     assert client.get(f"/runs/{run.pk}/case/").status_code == 404
+
+
+def test_a_removed_case_stays_in_the_versions_before(
+    operator, case_set, api, django_capture_on_commit_callbacks
+):
+    run = plan_run(operator, ECHO, capture=django_capture_on_commit_callbacks)
+    kept = _case(api, case_set, run, expect="recorded").json()["id"]
+    gone = _case(api, case_set, run, expect="recorded").json()["id"]
+    answer = api.delete(f"/api/v1/evals/cases/{gone}/")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["version"] == 3
+    assert api.delete(f"/api/v1/evals/cases/{gone}/").status_code == 404
+    current = api.get(f"/api/v1/evals/case-sets/{case_set.pk}/cases/").json()
+    assert [c["id"] for c in current["cases"]] == [kept]
+
+    def record(version, *ids):
+        return api.post(
+            "/api/v1/evals/runs/",
+            {
+                "case_set": case_set.pk,
+                "version": version,
+                "agent_version": "v1",
+                "outcomes": [_outcome(i, ECHO[0]) for i in ids],
+            },
+            format="json",
+        )
+
+    # Version 2 holds both cases, version 3 the kept one alone.
+    assert record(2, kept).status_code == 400
+    assert record(3, kept, gone).status_code == 400
+    assert record(4, kept).status_code == 400
+    assert record(2, kept, gone).json()["total"] == 2
+    assert record(3, kept).json()["total"] == 1
