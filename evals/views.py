@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, time
 from typing import Any, Final
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
-from evals import from_runs
+from evals import from_runs, services
 from evals.models import CaseSet, EvalRun
 from evals.selectors import cases_at, eval_runs_compared, expected_calls
 from projects.access import Access
 from projects.views import object_permission
 from runs.models import Run, Step
+from runs.statuses import RunStatus
 
 VIEW: Final = "evals.view_caseset"
 CHANGE: Final = "evals.change_caseset"
@@ -48,13 +52,32 @@ def _shown(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required(VIEW, raise_exception=True)
 def case_set_list(request: HttpRequest) -> HttpResponse:
-    """The case sets of the projects where the user may see them."""
-    found = Access(request.user).scope(CaseSet.objects.select_related("project"), VIEW)
-    return render(request, "evals/case_sets.html", {"nav": "evals", "case_sets": found})
+    """The case sets of the projects where the user may see them; a POST creates one (name,
+    project slug) in a project where the user may make cases."""
+    access = Access(request.user)
+    if request.method == "POST":
+        project = next(
+            (p for p in access.projects(CHANGE) if p.slug == request.POST.get("project")), None
+        )
+        try:
+            if project is None:
+                raise InvalidInput("choose a project where you may make cases", field="project")
+            case_set = services.case_set_create(
+                project_id=project.pk,
+                name=request.POST.get("name", ""),
+                actor=Actor.for_user(request.user),
+            )
+        except InvalidInput as exc:
+            messages.error(request, exc.message)
+        else:
+            return redirect("eval-case-set", case_set.pk)
+    found = access.scope(CaseSet.objects.select_related("project"), VIEW)
+    context = {"nav": "evals", "case_sets": found, "projects": access.projects(CHANGE)}
+    return render(request, "evals/case_sets.html", context)
 
 
 @require_GET
@@ -69,8 +92,35 @@ def case_set_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "case_set": case_set,
         "cases": cases_at(case_set_id=pk, version=case_set.version),
         "eval_runs": case_set.eval_runs.all()[:100],
+        "statuses": RunStatus.choices,
+        "can_change": Access(request.user).can(CHANGE, case_set.project_id),
     }
     return render(request, "evals/case_set.html", context)
+
+
+@require_POST
+@login_required
+@object_permission(CHANGE, _case_set_project, "pk")
+def case_set_bulk(request: HttpRequest, pk: int) -> HttpResponse:
+    """Add a case per run of the set's project in the chosen statuses created since the
+    chosen day (``evals.from_runs.cases_make_from_runs``)."""
+    since = parse_date(request.POST.get("since", "") or "")
+    try:
+        cases = from_runs.cases_make_from_runs(
+            case_set_id=pk,
+            statuses=request.POST.getlist("status"),
+            created_after=(
+                datetime.combine(since, time(), tzinfo=timezone.get_current_timezone())
+                if since
+                else None
+            ),
+            actor=Actor.for_user(request.user),
+        )
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{len(cases)} case(s) added.")
+    return redirect("eval-case-set", pk)
 
 
 @require_GET

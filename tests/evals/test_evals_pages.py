@@ -1,0 +1,69 @@
+"""The evals pages' forms: creating a case set, and a case per run of a filter; refused input
+is said on the page and changes nothing; a viewer may read but not make."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from agentops.actors import Actor
+from approvals.services import approval_decide
+from evals.models import CaseSet
+from evals.services import case_set_create
+from projects.roles import Role
+from projects.services import project_default
+from testsupport.factories import make_user, run_awaiting_approval
+
+pytestmark = pytest.mark.django_db
+
+
+def _browser(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_operator_creates_a_case_set_and_a_viewer_may_not(operator):
+    slug = project_default().slug
+    page = _browser(operator)
+    answer = page.post("/evals/", {"name": "refunds", "project": slug})
+    case_set = CaseSet.objects.get()
+    assert answer.status_code == 302
+    assert answer["Location"] == f"/evals/case-sets/{case_set.pk}/"
+    refused = page.post("/evals/", {"name": "refunds", "project": slug}, follow=True)
+    assert "exists already" in refused.content.decode()
+    viewer = _browser(make_user("vera", Role.VIEWER))
+    refused = viewer.post("/evals/", {"name": "mine", "project": slug}, follow=True)
+    assert "choose a project where you may make cases" in refused.content.decode()
+    assert list(CaseSet.objects.values_list("name", flat=True)) == ["refunds"]
+    assert "refunds" in viewer.get("/evals/").content.decode()
+
+
+def test_bulk_cases_from_the_case_set_page(operator, reviewer, django_capture_on_commit_callbacks):
+    run = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_decide(
+            approval_id=run.approvals.get().pk,
+            actor=Actor.for_user(reviewer),
+            decision="reject",
+            comment="no",
+        )
+    case_set = case_set_create(
+        project_id=project_default().pk, name="weekly", actor=Actor.for_user(operator)
+    )
+    url = f"/evals/case-sets/{case_set.pk}/bulk/"
+    page = _browser(operator)
+    refused = page.post(url, {"status": ["finished"]}, follow=True)
+    assert "statuses are among" in refused.content.decode()
+    viewer = _browser(make_user("vera", Role.VIEWER))
+    assert viewer.post(url, {"status": ["failed"]}).status_code == 403
+    case_set.refresh_from_db()
+    assert case_set.version == 0
+
+    done = page.post(url, {"status": ["failed"], "since": "2020-01-01"}, follow=True)
+    assert "1 case(s) added." in done.content.decode()
+    case = case_set.cases.get()
+    assert (case.source_run_id, case.expected["kind"]) == (run.pk, "must_not")
+    later = page.post(url, {"status": ["failed"], "since": "2999-01-01"}, follow=True)
+    assert "0 case(s) added." in later.content.decode()
+    assert case_set.cases.count() == 1
