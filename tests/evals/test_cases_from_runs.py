@@ -8,7 +8,6 @@ import pytest
 from agentops_client.evals import CaseReplay
 
 from agentops.actors import Actor
-from approvals.services import approval_decide
 from evals.from_runs import case_make_from_run, cases_make_from_runs
 from evals.selectors import case_payload
 from evals.services import case_set_create
@@ -18,7 +17,7 @@ from runs.control.create import step_append
 from runs.executor.client import step_report
 from runs.models import Executor, Step
 from runs.statuses import RunStatus
-from testsupport.factories import make_run, plan_run, run_awaiting_approval
+from testsupport.factories import make_run, plan_run
 
 pytestmark = pytest.mark.django_db
 
@@ -102,16 +101,9 @@ def test_a_case_freezes_the_conversation_before_the_call_and_its_turn(operator, 
 
 
 def test_bulk_makes_a_case_per_run_of_the_filter(
-    operator, reviewer, django_capture_on_commit_callbacks
+    operator, rejected_run, django_capture_on_commit_callbacks
 ):
-    rejected = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=rejected.approvals.get().pk,
-            actor=Actor.for_user(reviewer),
-            decision="reject",
-            comment="wrong customer",
-        )
+    rejected = rejected_run("wrong customer")
     succeeded = plan_run(
         operator,
         [{"tool": "echo", "args": {"value": 1}}],

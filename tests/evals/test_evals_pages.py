@@ -7,12 +7,11 @@ import pytest
 from django.test import Client
 
 from agentops.actors import Actor
-from approvals.services import approval_decide
 from evals.models import CaseSet
 from evals.services import case_set_create
 from projects.roles import Role
 from projects.services import project_default
-from testsupport.factories import make_user, run_awaiting_approval
+from testsupport.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -39,15 +38,8 @@ def test_an_operator_creates_a_case_set_and_a_viewer_may_not(operator):
     assert "refunds" in viewer.get("/evals/").content.decode()
 
 
-def test_bulk_cases_from_the_case_set_page(operator, reviewer, django_capture_on_commit_callbacks):
-    run = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=run.approvals.get().pk,
-            actor=Actor.for_user(reviewer),
-            decision="reject",
-            comment="no",
-        )
+def test_bulk_cases_from_the_case_set_page(operator, rejected_run):
+    run = rejected_run("no")
     case_set = case_set_create(
         project_id=project_default().pk, name="weekly", actor=Actor.for_user(operator)
     )

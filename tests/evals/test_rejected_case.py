@@ -7,7 +7,6 @@ import pytest
 from agentops_client.evals import replay_case
 
 from agentops.actors import Actor
-from approvals.services import approval_decide
 from evals.models import EvalRun
 from evals.services import case_set_create, eval_run_record
 from projects.services import project_default
@@ -26,17 +25,8 @@ def _asks_first(replay):
     return "asked"
 
 
-def test_a_rejected_run_fails_the_agent_that_repeats_the_call(
-    operator, reviewer, django_capture_on_commit_callbacks
-):
-    run = run_awaiting_approval(operator, capture=django_capture_on_commit_callbacks)
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=run.approvals.get().pk,
-            actor=Actor.for_user(reviewer),
-            decision="reject",
-            comment="never promise a refund before finance approves it",
-        )
+def test_a_rejected_run_fails_the_agent_that_repeats_the_call(operator, rejected_run):
+    run = rejected_run("never promise a refund before finance approves it")
     case_set = case_set_create(
         project_id=project_default().pk, name="rejections", actor=Actor.for_user(operator)
     )
