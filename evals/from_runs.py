@@ -142,7 +142,11 @@ def new_case_from_run(
             "tool_results": _tool_results(run, steps),
             "write_tools": sorted(writes),
             "expected": expected,
-            "metadata": {"goal": run.goal, "run_status": run.status, **run.metadata},
+            "metadata": {
+                **(run.metadata if isinstance(run.metadata, dict) else {}),
+                "goal": run.goal,
+                "run_status": run.status,
+            },
             "source_run_id": run.pk,
             "source_step_index": step_index,
         },

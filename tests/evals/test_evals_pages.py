@@ -9,6 +9,7 @@ from django.test import Client
 from agentops.actors import Actor
 from evals.models import CaseSet
 from evals.services import case_set_create
+from projects.models import Project
 from projects.roles import Role
 from projects.services import project_default
 from testsupport.factories import make_user
@@ -59,3 +60,24 @@ def test_bulk_cases_from_the_case_set_page(operator, rejected_run):
     later = page.post(url, {"status": ["failed"], "since": "2999-01-01"}, follow=True)
     assert "0 case(s) added." in later.content.decode()
     assert case_set.cases.count() == 1
+
+
+def test_admin_lists_only_the_case_sets_of_the_staff_users_projects(operator):
+    case_set_create(
+        project_id=project_default().pk, name="refund-regressions", actor=Actor.for_user(operator)
+    )
+    other = Project.objects.create(slug="other", name="Other")
+    outsider = make_user("oscar", Role.ADMIN, project=other)
+    outsider.is_staff = True
+    outsider.save(update_fields=["is_staff"])
+    case_set_create(project_id=other.pk, name="theirs", actor=Actor.for_user(outsider))
+    page = _browser(outsider).get("/admin/evals/caseset/")
+    assert page.status_code == 200
+    listed = page.content.decode()
+    assert "theirs" in listed
+    assert "refund-regressions" not in listed
+    ours = CaseSet.objects.get(name="refund-regressions")
+    assert _browser(outsider).get(f"/admin/evals/caseset/{ours.pk}/change/").status_code in (
+        302,
+        404,
+    )
