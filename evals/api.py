@@ -137,6 +137,7 @@ class CaseSetCasesView(APIView):
             step_index=data["step_index"],
             expect=data["expect"],
             calls=data.get("calls"),
+            final_contains=data.get("final_contains", ""),
             name=data.get("name", ""),
             actor=actor_for(request),
         )

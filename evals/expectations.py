@@ -14,7 +14,9 @@ Two kinds (``Case.expected``):
   rejected (``reason``: their comment). The agent passes unless it makes that call again (the
   same tool with equal arguments).
 
-A replay that raised (``error``) fails whatever was expected: the final outcome counts.
+Either kind may add ``"final_contains": text``: the agent's final answer must contain it
+(case-insensitive), the outcome it ends its turn with. A replay that raised (``error``) fails
+whatever was expected.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ def expected_call(value: Any, where: str = "calls") -> dict[str, Any]:
     return {"tool": tool, "condition": condition}
 
 
+def _final(value: Any) -> dict[str, str]:
+    final = value.get("final_contains", "")
+    if not isinstance(final, str) or len(final) > 2000:
+        raise InvalidInput("expected.final_contains must be text", field="expected")
+    return {"final_contains": final} if final else {}
+
+
 def expected_checked(value: Any) -> dict[str, Any]:
     """``value`` as a case's ``expected`` (see the module docstring), checked and
     normalised.
@@ -92,7 +101,7 @@ def expected_checked(value: Any) -> dict[str, Any]:
         if source not in ("recorded", "operator"):
             raise InvalidInput("expected.source is recorded or operator", field="expected")
         checked = [expected_call(call, f"expected.calls[{i}]") for i, call in enumerate(calls)]
-        return {"kind": CALLS, "calls": checked, "source": source}
+        return {"kind": CALLS, "calls": checked, "source": source, **_final(value)}
     if kind == MUST_NOT:
         reason = value.get("reason", "")
         if not isinstance(reason, str):
@@ -102,6 +111,7 @@ def expected_checked(value: Any) -> dict[str, Any]:
             "tool": _tool(value.get("tool"), "expected.tool"),
             "args": _args(value.get("args"), "expected.args"),
             "reason": reason,
+            **_final(value),
         }
     raise InvalidInput(f"expected.kind is {CALLS!r} or {MUST_NOT!r}", field="expected")
 
@@ -134,12 +144,17 @@ def _matches(expected: dict[str, Any], made: dict[str, Any]) -> str:
     return ""
 
 
-def score(expected: dict[str, Any], made: list[dict[str, Any]], error: str = "") -> Score:
+def score(
+    expected: dict[str, Any], made: list[dict[str, Any]], error: str = "", final: str = ""
+) -> Score:
     """Score the tool calls an agent ``made`` in a replay (``{"tool", "args"}`` each, in
-    order) against ``expected`` (checked by ``expected_checked``); ``error`` is what the
-    agent raised, if it did."""
+    order) and its ``final`` answer against ``expected`` (checked by ``expected_checked``);
+    ``error`` is what the agent raised, if it did."""
     if error:
         return Score(False, f"the agent failed: {error}")
+    wanted = expected.get("final_contains", "")
+    if wanted and wanted.lower() not in final.lower():
+        return Score(False, f"the final answer does not contain {wanted!r}")
     if expected["kind"] == MUST_NOT:
         for i, call in enumerate(made):
             if call.get("tool") == expected["tool"] and call.get("args") == expected["args"]:

@@ -96,10 +96,17 @@ def _reason(step: Step) -> str:
 
 
 def new_case_from_run(
-    *, run: Run, step_index: int, expect: str, calls: Any = None, name: str = ""
+    *,
+    run: Run,
+    step_index: int,
+    expect: str,
+    calls: Any = None,
+    final_contains: str = "",
+    name: str = "",
 ) -> NewCase:
     """The case of ``run`` at its step ``step_index`` (see the module docstring); ``calls``
-    are the operator's expected calls when ``expect`` is ``operator``.
+    are the operator's expected calls when ``expect`` is ``operator``; ``final_contains``
+    what the agent's final answer must contain (``evals.expectations``; empty: anything).
 
     Raises:
         InvalidInput: ``expect`` is not one of ``EXPECTS``; no such step; ``rejected`` for a
@@ -134,6 +141,8 @@ def new_case_from_run(
             "calls": [{"tool": s.tool, "args": s.args} for s in turn],
             "source": "recorded",
         }
+    if final_contains:
+        expected["final_contains"] = final_contains
     return case_checked(
         {
             "name": name or f"{run.goal[:250]} (step {step_index})",
@@ -161,6 +170,7 @@ def case_make_from_run(
     step_index: int,
     expect: str,
     calls: Any = None,
+    final_contains: str = "",
     name: str = "",
     actor: Actor,
 ) -> Case:
@@ -176,7 +186,14 @@ def case_make_from_run(
     case_set = CaseSet.objects.get(pk=case_set_id)
     if run.project_id != case_set.project_id:
         raise InvalidInput("the run and the case set are of different projects", field="run")
-    case = new_case_from_run(run=run, step_index=step_index, expect=expect, calls=calls, name=name)
+    case = new_case_from_run(
+        run=run,
+        step_index=step_index,
+        expect=expect,
+        calls=calls,
+        final_contains=final_contains,
+        name=name,
+    )
     return cases_add(case_set_id=case_set_id, cases=[case], actor=actor)[0]
 
 

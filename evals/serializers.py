@@ -41,6 +41,12 @@ class CaseFromRunSerializer(StrictSerializer):
         max_length=100,
         help_text='operator: [{"tool", "args"} or {"tool", "condition"}, ...]',
     )
+    final_contains = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="text the agent's final answer must contain (case-insensitive)",
+    )
     name = serializers.CharField(required=False, max_length=300)
 
 

@@ -271,7 +271,7 @@ def eval_run_record(
         raise InvalidInput(f"no outcome for cases {missing[:20]}", field="outcomes")
     results = []
     for case_id, (made, final, error) in given.items():
-        found = score(cases[case_id].expected, made, error)
+        found = score(cases[case_id].expected, made, error, final)
         results.append(
             EvalResult(
                 case_id=case_id, passed=found.passed, made=made, final=final, reason=found.reason

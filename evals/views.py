@@ -212,6 +212,7 @@ def case_make(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
                 step_index=int(form.get("step_index", "")),
                 expect=expect,
                 calls=_operator_calls(request) if expect == from_runs.OPERATOR else None,
+                final_contains=form.get("final_contains", "").strip(),
                 name=form.get("name", "").strip()[:300],
                 actor=Actor.for_user(request.user),
             )

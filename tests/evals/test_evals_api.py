@@ -198,3 +198,26 @@ def test_a_removed_case_stays_in_the_versions_before(
     assert record(4, kept).status_code == 400
     assert record(2, kept, gone).json()["total"] == 2
     assert record(3, kept).json()["total"] == 1
+
+
+def test_the_final_answer_counts_when_the_case_says_what_it_must_contain(
+    operator, case_set, api, django_capture_on_commit_callbacks
+):
+    run = plan_run(operator, ECHO, capture=django_capture_on_commit_callbacks)
+    made = _case(api, case_set, run, expect="recorded", final_contains="Refunded")
+    assert made.status_code == 201, made.content
+    case_id = made.json()["id"]
+    assert made.json()["expected"]["final_contains"] == "Refunded"
+
+    def record(final):
+        outcome = {**_outcome(case_id, ECHO[0]), "final": final}
+        return api.post(
+            "/api/v1/evals/runs/",
+            {"case_set": case_set.pk, "agent_version": final, "outcomes": [outcome]},
+            format="json",
+        ).json()
+
+    said = record("I refunded order 7.")
+    silent = record("Done.")
+    assert (said["passed"], silent["passed"]) == (1, 0)
+    assert "does not contain 'Refunded'" in silent["results"][0]["reason"]
