@@ -171,7 +171,7 @@ def data(seeded: None) -> Data:
     case = case_make_from_run(
         case_set_id=case_set.pk, run_id=run.pk, step_index=1, expect="recorded", actor=actor
     )
-    eval_runs = tuple(
+    first, second = (
         eval_run_record(
             case_set_id=case_set.pk,
             version=None,
@@ -181,7 +181,7 @@ def data(seeded: None) -> Data:
         )
         for label, args in (("v1", EMAIL_ARGS), ("v2", {**EMAIL_ARGS, "to": ["all@example.com"]}))
     )
-    return Data(run, run.approvals.get(), event, session, item, eval_runs)
+    return Data(run, run.approvals.get(), event, session, item, (first, second))
 
 
 @pytest.fixture
