@@ -8,7 +8,7 @@ from django.test import Client
 
 from agentops.actors import Actor
 from evals.models import CaseSet
-from evals.services import case_set_create
+from evals.services import case_checked, case_set_create, cases_add, eval_run_record
 from projects.models import Project
 from projects.roles import Role
 from projects.services import project_default
@@ -81,3 +81,43 @@ def test_admin_lists_only_the_case_sets_of_the_staff_users_projects(operator):
         302,
         404,
     )
+
+
+def test_pages_show_agent_written_values_as_text_and_refuse_comparing_two_sets(operator):
+    actor = Actor.for_user(operator)
+    hostile = "<script>alert(1)</script>"
+    runs = []
+    for name in ("first", "second"):
+        case_set = case_set_create(project_id=project_default().pk, name=name, actor=actor)
+        case = cases_add(
+            case_set_id=case_set.pk,
+            cases=[
+                case_checked(
+                    {
+                        "name": hostile,
+                        "conversation": [],
+                        "expected": {"kind": "calls", "calls": [{"tool": "t", "args": {}}]},
+                    }
+                )
+            ],
+            actor=actor,
+        )[0]
+        call = {"tool": hostile, "args": {"x": hostile, "deep": [[[{"y": None}]]]}}
+        outcome = {"case": case.pk, "calls": [call], "final": hostile, "error": ""}
+        runs.append(
+            eval_run_record(
+                case_set_id=case_set.pk,
+                version=None,
+                agent_version=hostile,
+                outcomes=[outcome],
+                actor=actor,
+            )
+        )
+    page = _browser(operator)
+    shown = page.get(f"/evals/runs/{runs[0].pk}/")
+    assert shown.status_code == 200
+    assert hostile not in shown.content.decode()
+    assert "&lt;script&gt;" in shown.content.decode()
+    refused = page.get(f"/evals/compare/?first={runs[0].pk}&second={runs[1].pk}", follow=True)
+    assert "different case sets" in refused.content.decode()
+    assert page.get("/evals/compare/?first=x&second=1").status_code == 404
