@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import Client
 
 from agentops.actors import Actor
 from evals.models import EvalRun
@@ -82,6 +84,16 @@ def test_the_altered_version_regresses_exactly_its_five_conversations(operator, 
     }
     assert regressed == model_server.ALTERED
     assert [row.change for row in rows].count("same") == 25
+    backwards = eval_runs_compared(first=altered, second=recorded)
+    assert [row.change for row in backwards].count("fixed") == 5
+    # The comparison page shows exactly those five as regressions.
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get(f"/evals/compare/?first={recorded.pk}&second={altered.pk}")
+    shown = re.findall(r'<tr data-change="regressed"><td>([^<]+)</td>', page.content.decode())
+    names = {f"τ-bench task {name.split('/')[1]}, trial 0" for name in model_server.ALTERED}
+    assert set(shown) == names
+    assert len(shown) == 5
     # Every write call the agents made was sandboxed, and the airline data is as it was.
     made = [call for result in altered.results.all() for call in result.made]
     writes = [call for call in made if call["tool"] in WRITE_TOOLS]
