@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "runs",
     "approvals",
     "fleet",
+    "evals",
 ]
 
 # WhiteNoise comes last, not second as its documentation suggests: it is sync-only, and under

@@ -33,6 +33,7 @@ VIEW = frozenset(
         "approvals.view_approvalrequest",
         "audit.view_auditevent",
         "memory.view_memoryitem",
+        "evals.view_caseset",
     }
 )
 OPERATE = frozenset(
@@ -43,6 +44,8 @@ OPERATE = frozenset(
         "runs.drive_run",
         "memory.change_memoryitem",
         "memory.delete_memoryitem",
+        "evals.change_caseset",
+        "evals.add_evalrun",
     }
 )
 DECIDE = frozenset({"approvals.decide_approvalrequest"})

@@ -18,6 +18,7 @@ _VIEW_PERMISSION = {
     "runs": "runs.view_run",
     "approvals": "approvals.view_approvalrequest",
     "memory": "memory.view_memoryitem",
+    "evals": "evals.view_caseset",
 }
 
 View = Callable[..., HttpResponse]

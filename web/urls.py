@@ -18,9 +18,11 @@ urlpatterns = [
     path("api/v1/", include("approvals.api_urls")),
     path("api/v1/", include("memory.api_urls")),
     path("api/v1/", include("artifacts.api_urls")),
+    path("api/v1/", include("evals.api_urls")),
     path("", include("runs.urls")),
     path("", include("approvals.urls")),
     path("", include("fleet.urls")),
     path("", include("memory.urls")),
     path("", include("artifacts.urls")),
+    path("", include("evals.urls")),
 ]

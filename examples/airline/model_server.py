@@ -21,7 +21,13 @@ Errors: 404 unknown model or path; 400 a malformed body, ``stream: true`` (not s
 no recorded turn left (after a recording that ends on a tool call, the answer to its result
 is an empty final message).
 
-Run it alone: ``python -m examples.airline.model_server FILE [--host H] [--port N]``.
+The altered version (``--altered``; ``ReplayServer(..., altered=True)``) is a second "agent
+version" for evals: in the conversations of ``ALTERED`` the first call of a write tool acts on
+the wrong object (``wrong_call``: its first text argument, a reservation or user id,
+reversed); every other turn is the recorded one.
+
+Run it alone: ``python -m examples.airline.model_server FILE [--host H] [--port N]
+[--altered]``.
 """
 
 from __future__ import annotations
@@ -37,8 +43,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from examples.airline.tools import WRITE_TOOLS
+
 PRICE_PER_MILLION = {"input": 2.50, "output": 10.00}
 CREATED = 1715785200  # 2024-05-15 15:00 UTC: the conversations' "current time", fixed.
+# The conversations whose first write the altered version gets wrong (``alter_turns``).
+ALTERED = frozenset(
+    {"tau-bench/3/0", "tau-bench/13/0", "tau-bench/25/0", "tau-bench/37/0", "tau-bench/47/0"}
+)
 
 
 def model_name(task_id: Any, trial: Any) -> str:
@@ -97,6 +109,42 @@ def load_turns(path: Path) -> dict[str, list[dict[str, Any]]]:
     return turns
 
 
+def wrong_call(call: dict[str, Any]) -> dict[str, Any]:
+    """``call`` (a recorded tool call) with its first text argument reversed
+    (``"reservation_id": "M20IZO"`` becomes ``"OZI02M"``): the same action on the wrong
+    object."""
+    args = json.loads(call["function"]["arguments"])
+    for name, value in args.items():
+        if isinstance(value, str):
+            args[name] = value[::-1]
+            break
+    return {**call, "function": {**call["function"], "arguments": json.dumps(args)}}
+
+
+def alter_turns(turns: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``turns`` with the first write call of each conversation of ``ALTERED`` made wrong
+    (``wrong_call``)."""
+    altered = dict(turns)
+    for name in ALTERED & turns.keys():
+        recorded = [dict(turn) for turn in turns[name]]
+        for turn in recorded:
+            calls = turn.get("tool_calls") or []
+            if any(call["function"]["name"] in WRITE_TOOLS for call in calls):
+                turn["tool_calls"] = [
+                    wrong_call(call) if call["function"]["name"] in WRITE_TOOLS else call
+                    for call in calls
+                ]
+                break
+        altered[name] = recorded
+    return altered
+
+
+def _same_call_id(given: Any, recorded: str) -> bool:
+    """Whether a request's tool-call id is the recorded turn's: its id as served
+    (``call_x.6``) or as recorded (``call_x``, in a conversation cut from the recording)."""
+    return given in (recorded, recorded.rpartition(".")[0])
+
+
 def answered_turns(recorded: list[dict[str, Any]], messages: list[Any]) -> int:
     """How many recorded assistant turns the request's messages already hold: turn j counts
     when its text is the next assistant text of the request and its tool-call ids the next
@@ -118,7 +166,8 @@ def answered_turns(recorded: list[dict[str, Any]], messages: list[Any]) -> int:
                 return j
             text_at += 1
         if ids:
-            if calls[call_at : call_at + len(ids)] != ids:
+            given = calls[call_at : call_at + len(ids)]
+            if len(given) != len(ids) or not all(map(_same_call_id, given, ids)):
                 return j
             call_at += len(ids)
     return len(recorded)
@@ -218,8 +267,10 @@ def spawn(path: Path) -> tuple[subprocess.Popen[str], str]:
 class ReplayServer:
     """A replay server on a background thread; ``url`` is its base (``http://host:port``)."""
 
-    def __init__(self, path: Path, host: str = "127.0.0.1", port: int = 0) -> None:
-        turns = load_turns(path)
+    def __init__(
+        self, path: Path, host: str = "127.0.0.1", port: int = 0, *, altered: bool = False
+    ) -> None:
+        turns = alter_turns(load_turns(path)) if altered else load_turns(path)
         # Every chat-completions request body received, in order (``GET /v1/requests``).
         self.requests: list[Any] = []
         received, lock = self.requests, threading.Lock()
@@ -281,8 +332,9 @@ def main() -> None:
     parser.add_argument("file", type=Path, help="τ-bench-format trajectories JSON")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--altered", action="store_true", help="the altered version (ALTERED)")
     args = parser.parse_args()
-    server = ReplayServer(args.file, args.host, args.port)
+    server = ReplayServer(args.file, args.host, args.port, altered=args.altered)
     # The first line says where it listens (``--port 0``: a free port).
     print(server.url, flush=True)
     server.thread.join()

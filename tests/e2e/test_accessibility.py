@@ -21,6 +21,9 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from agentops.actors import Actor
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
+from evals.from_runs import case_make_from_run
+from evals.models import EvalRun
+from evals.services import case_set_create, eval_run_record
 from memory.models import MemoryItem
 from memory.services import memory_put
 from projects.roles import Role
@@ -49,6 +52,7 @@ class Data:
     event: AuditEvent
     session: AgentSession
     memory_item: MemoryItem
+    eval_runs: tuple[EvalRun, EvalRun]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,15 @@ PAGES = [
     AppPage("memory item", "olivia", lambda d: f"/memory/items/{d.memory_item.pk}/"),
     AppPage("approvals inbox", "rita", lambda d: "/approvals/"),
     AppPage("approval request", "rita", lambda d: f"/approvals/{d.approval.pk}/"),
+    AppPage("make a case", "olivia", lambda d: f"/runs/{d.run.pk}/case/"),
+    AppPage("case sets", "olivia", lambda d: "/evals/"),
+    AppPage("case set", "olivia", lambda d: f"/evals/case-sets/{d.eval_runs[0].case_set_id}/"),
+    AppPage("eval run", "olivia", lambda d: f"/evals/runs/{d.eval_runs[1].pk}/"),
+    AppPage(
+        "eval runs compared",
+        "olivia",
+        lambda d: f"/evals/compare/?first={d.eval_runs[0].pk}&second={d.eval_runs[1].pk}",
+    ),
     AppPage("overview", "olivia", lambda d: "/overview/"),
     AppPage("workers and queues", "olivia", lambda d: "/workers/"),
     AppPage("admin index", "ada", lambda d: "/admin/", own=False),
@@ -153,7 +166,22 @@ def data(seeded: None) -> Data:
             value={"style": style},
             text=f"prefers {style} technical explanations",
         ).item
-    return Data(run, run.approvals.get(), event, session, item)
+    # A case of the email step, and two agent versions' eval runs of it (one regressed).
+    case_set = case_set_create(project_id=project_default().pk, name="emails", actor=actor)
+    case = case_make_from_run(
+        case_set_id=case_set.pk, run_id=run.pk, step_index=1, expect="recorded", actor=actor
+    )
+    first, second = (
+        eval_run_record(
+            case_set_id=case_set.pk,
+            version=None,
+            agent_version=label,
+            outcomes=[{"case": case.pk, "calls": [{"tool": "send_email", "args": args}]}],
+            actor=actor,
+        )
+        for label, args in (("v1", EMAIL_ARGS), ("v2", {**EMAIL_ARGS, "to": ["all@example.com"]}))
+    )
+    return Data(run, run.approvals.get(), event, session, item, (first, second))
 
 
 @pytest.fixture
