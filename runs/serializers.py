@@ -22,6 +22,7 @@ from runs.models import (
     AgentKind,
     Executor,
     OnBudgetExceeded,
+    OnFailure,
     Run,
     Step,
     StepAttempt,
@@ -53,10 +54,14 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
     Expects the step loaded by ``runs.selectors.steps_with_details`` (no extra queries).
     ``duration_ms`` (ms) spans the last attempt; ``result`` is the tool's verbatim output;
     ``tool_error`` is true when that output is the tool's error answer (the step still
-    succeeded: the call happened and its answer went to the agent).
+    succeeded: the call happened and its answer went to the agent). ``compensates`` is the
+    index of the step a compensating step undoes (null: not a compensation).
     """
 
     approval = serializers.SerializerMethodField()
+    compensates = serializers.IntegerField(
+        source="compensates.index", read_only=True, allow_null=True, default=None
+    )
     status = serializers.ChoiceField(
         choices=step_status_choices(), source="status_info.value", read_only=True
     )
@@ -87,6 +92,7 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
             "budget_crossing",
             "rationale",
             "idempotency_key",
+            "compensates",
             "approval",
             "created_at",
             "started_at",
@@ -138,6 +144,8 @@ _RUN_FIELDS = [
     "deadline",
     "budget",
     "client_done",
+    "on_failure",
+    "compensating",
     "usage_tokens",
     "cost_usd",
     "duration_ms",
@@ -317,6 +325,12 @@ class CreateRunSerializer(StrictSerializer):
         max_length=200,
         help_text="The session the run belongs to: its id or its external_id (an open "
         "session of the run's project).",
+    )
+    on_failure = serializers.ChoiceField(
+        choices=OnFailure.choices,
+        required=False,
+        help_text="stop (default: an operator may compensate the failed run) or compensate "
+        "(its failure starts its compensation).",
     )
 
 

@@ -20,7 +20,15 @@ from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Run, StateSchema, Step
+from runs.models import (
+    CLIENT_DRIVEN,
+    AgentSession,
+    Executor,
+    OnFailure,
+    Run,
+    StateSchema,
+    Step,
+)
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -186,6 +194,7 @@ def run_create(
     project: Project | None = None,
     state_schema: Any = None,
     session: AgentSession | None = None,
+    on_failure: str = OnFailure.STOP,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -200,7 +209,9 @@ def run_create(
     ``step_limit`` and ``deadline``. ``state_schema`` (``{"name", "version"?}``) declares the
     project's state schema its agent state follows (``Run.state_schema``; default version:
     the newest). ``session`` (an open session of the same project) is the session the run
-    belongs to: its messages join the session's conversation.
+    belongs to: its messages join the session's conversation. ``on_failure`` (``OnFailure``:
+    stop or compensate) says whether its failure starts its compensation
+    (``runs.control.compensation``).
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -209,8 +220,10 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have.
+            schema the project does not have, an unknown ``on_failure``.
     """
+    if on_failure not in OnFailure.values:
+        raise InvalidInput(f"on_failure must be one of {OnFailure.values}", field="on_failure")
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
@@ -246,6 +259,7 @@ def run_create(
             requested_by=actor.user,
             step_limit=limit,
             deadline=deadline,
+            on_failure=on_failure,
             **limits,
         )
         messages = message_rows(run, prepared.conversation, step_index=None)

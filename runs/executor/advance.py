@@ -21,8 +21,9 @@ def advance_locked(
     run: Run, actor: Actor, *, claim: bool = False, first_open: list[Step] | None = None
 ) -> Claim | None:
     """Move a locked run on: start it, stop its next step at its gate, queue it (or hand it
-    to its client), or finish the run; a run over its budget fails or its next step waits for
-    approval to continue (``runs.executor.limits``).
+    to its client), or finish the run (a compensating run: ``compensated``); a run over its
+    budget fails or its next step waits for approval to continue (``runs.executor.limits``),
+    but for a compensating step.
 
     The caller holds the run's row lock inside a transaction. Does nothing while a step is in
     flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
@@ -42,11 +43,16 @@ def advance_locked(
     if step is not None and step.status != StepStatus.PENDING:
         return None
     if step is None:
-        if agent_for(run.agent).is_finished(run):
+        if run.compensating:
+            # Its last compensating step succeeded: every compensable effect is undone.
+            run.finished_at = timezone.now()
+            transition(run, "finish_compensation", actor=actor)
+        elif agent_for(run.agent).is_finished(run):
             run.finished_at = timezone.now()
             transition(run, "succeed", actor=actor)
         return None
-    if budget_gates_step_locked(run, step, actor):
+    # Undoing what a run did is not held to the budget it may have crossed doing it.
+    if step.compensates_id is None and budget_gates_step_locked(run, step, actor):
         return None
     if step.gate:
         gate_open_locked(run, step, actor)

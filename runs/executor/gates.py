@@ -58,12 +58,14 @@ def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, 
 
     An agent that replans (a client app) takes it as the call's outcome: the run goes on and
     is woken to run what the agent appends next. For the others (a fixed plan, a recorded
-    transcript) nothing after the step can run: its pending steps are skipped and the run
-    fails with the error, the step's index and tool added."""
+    transcript, and any compensating run) nothing after the step can run: its pending steps
+    are skipped and the run fails with the error, the step's index and tool added (a
+    compensating run ends ``compensation_failed``)."""
     transition(
         step, "reject", actor=actor, error=error, now=timezone.now(), payload={"error": error}
     )
-    if agent_for(run.agent).replans_after_refusal:
+    # A refused compensation is not the agent's to replan: what it was to undo stays done.
+    if agent_for(run.agent).replans_after_refusal and not run.compensating:
         transition(run, "unblock", actor=actor, payload={"refused": step.index})
         advance_run_on_commit(run.pk)
         return

@@ -23,7 +23,14 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 from agentops.fields import DeepJSONField
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
-from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
+from runs.models.choices import (
+    CLIENT_DRIVEN,
+    AgentKind,
+    Executor,
+    OnBudgetExceeded,
+    OnFailure,
+    Risk,
+)
 from runs.models.conversation import Compaction, Message
 from runs.models.idempotency import IdempotencyKey, IdempotencyKeyStatus
 from runs.models.retention import (
@@ -72,6 +79,7 @@ __all__ = [
     "Message",
     "ModelCall",
     "OnBudgetExceeded",
+    "OnFailure",
     "PurgeStatus",
     "RetentionAction",
     "RetentionPolicy",
@@ -92,6 +100,15 @@ __all__ = [
     "state_etag",
     "state_hash",
 ]
+
+
+# django-fsm conditions: called with the instance (typed as any model by its stubs).
+def _compensating(run: models.Model) -> bool:
+    return bool(getattr(run, "compensating", False))
+
+
+def _not_compensating(run: models.Model) -> bool:
+    return not _compensating(run)
 
 
 class Run(ConcurrentTransitionMixin, models.Model):
@@ -131,6 +148,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         "version",
         "error",
         "client_done",
+        "compensating",
         "budget_grants",
         "state",
         "message_count",
@@ -205,6 +223,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
     version = models.PositiveIntegerField(default=0)
     error = models.JSONField(null=True, blank=True)
     client_done = models.BooleanField(default=False)
+    compensating = models.BooleanField(default=False, db_default=False)
+    on_failure = models.CharField(
+        max_length=16, choices=OnFailure.choices, default=OnFailure.STOP, db_default=OnFailure.STOP
+    )
     step_limit = models.PositiveIntegerField(default=500)
     deadline = models.DateTimeField(null=True, blank=True)
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
@@ -261,7 +283,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
         """waiting → running: the gate its step waited at was satisfied."""
         self.gate = ""
 
-    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.SUCCEEDED)
+    @transition(
+        field=status,
+        source=RunStatus.RUNNING,
+        target=RunStatus.SUCCEEDED,
+        conditions=[_not_compensating],
+    )
     def succeed(self) -> None:
         """running → succeeded: every step succeeded and the agent has nothing more."""
         self.error = None
@@ -270,6 +297,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         field=status,
         source=[RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.FAILED,
+        conditions=[_not_compensating],
     )
     def fail(self, error: dict[str, Any]) -> None:
         """running|waiting → failed, keeping ``error`` (type, message, ...)."""
@@ -280,6 +308,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         field=status,
         source=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.CANCELLED,
+        conditions=[_not_compensating],
     )
     def cancel(self, error: dict[str, Any]) -> None:
         """queued|running|waiting → cancelled, keeping who cancelled and why."""
@@ -290,6 +319,38 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def resume(self) -> None:
         """failed → running: continue from the failed step (completed steps are kept)."""
         self.error = None
+
+    @transition(
+        field=status,
+        source=[RunStatus.FAILED, RunStatus.CANCELLED],
+        target=RunStatus.RUNNING,
+        conditions=[_not_compensating],
+    )
+    def compensate(self) -> None:
+        """failed|cancelled → running, compensating: its compensating steps run next (in
+        reverse order of the steps they undo); ``error`` keeps why the run stopped. Once."""
+        self.compensating = True
+
+    @transition(
+        field=status,
+        source=RunStatus.RUNNING,
+        target=RunStatus.COMPENSATED,
+        conditions=[_compensating],
+    )
+    def finish_compensation(self) -> None:
+        """running (compensating) → compensated: every compensating step succeeded."""
+
+    @transition(
+        field=status,
+        source=[RunStatus.RUNNING, RunStatus.WAITING],
+        target=RunStatus.COMPENSATION_FAILED,
+        conditions=[_compensating],
+    )
+    def fail_compensation(self, error: dict[str, Any]) -> None:
+        """running|waiting (compensating) → compensation_failed, keeping ``error`` (type,
+        message, ``left_undone``: the steps whose effects remain)."""
+        self.error = error
+        self.gate = ""
 
 
 class Step(ConcurrentTransitionMixin, models.Model):
@@ -311,6 +372,9 @@ class Step(ConcurrentTransitionMixin, models.Model):
     approval to continue because its run crossed its budget (``runs.budget``).
     ``requested_by`` is who asked for the step (the run's requester, or the user whose
     session or token appended it): four eyes keeps them from deciding its approval.
+    ``compensates`` is the step a compensating step undoes (``runs.control.compensation``;
+    None for the others): its tool, arguments and idempotency key come from that step's
+    declared compensation (``runs.tools.compensation_of``).
     ``recorded_result`` holds the recorded output a transcript step replays instead of calling
     a tool (None for live tools).
     ``tool_error`` marks a succeeded step whose tool answered with an error instead of a
@@ -367,6 +431,15 @@ class Step(ConcurrentTransitionMixin, models.Model):
     rationale = models.TextField(blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
     recorded_result = models.JSONField(null=True, blank=True)
+    compensates = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.CASCADE,
+        related_name="compensation",
+        help_text="The step of the same run this step undoes (None: not a compensation).",
+    )
     status = FSMField(
         max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True
     )

@@ -1,5 +1,12 @@
 """The tool registry: callables a step may name, with their argument schema and risk."""
 
+from runs.tools.compensations import (
+    Compensation,
+    CompensationError,
+    compensation_args,
+    compensation_of,
+    declare_compensation,
+)
 from runs.tools.registry import (
     ErrorPrefix,
     ErrorWhen,
@@ -17,6 +24,8 @@ from runs.tools.registry import (
 from runs.tools.schemas import schema_invalid, schema_problem
 
 __all__ = [
+    "Compensation",
+    "CompensationError",
     "ErrorPrefix",
     "ErrorWhen",
     "PreviewContext",
@@ -25,6 +34,9 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "all_tools",
+    "compensation_args",
+    "compensation_of",
+    "declare_compensation",
     "declare_error_form",
     "get_tool",
     "register",
