@@ -137,25 +137,30 @@ class Table(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._all())
 
-    def flush(self) -> None:
-        """Write back every document that changed or was added."""
+    def flush(self) -> dict[str, list[str | None]]:
+        """Write back every document that changed or was added; returns each one's
+        ``[before, after]`` text by key (before: None for a document added)."""
+        changed: dict[str, list[str | None]] = {}
         for key, doc in self.loaded.items():
             text = json.dumps(doc)
             if self.original.get(key) == text:
                 continue
+            changed[key] = [self.original.get(key), text]
             self.conn.execute(
                 "INSERT INTO airline_doc (world, kind, key, doc) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (world, kind, key) DO UPDATE SET doc = EXCLUDED.doc",
                 [self.world, self.kind, key, text],
             )
+        return changed
 
 
 class Data(dict[str, Table]):
     """The three tables of one world for one call."""
 
-    def flush(self) -> None:
-        for table in self.values():
-            table.flush()
+    def flush(self) -> dict[str, dict[str, list[str | None]]]:
+        """Write back every table; returns the documents that changed (``Table.flush``) by
+        kind."""
+        return {kind: changed for kind, table in self.items() if (changed := table.flush())}
 
 
 def _flights(data: Data) -> list[Any]:
@@ -553,7 +558,8 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
     text (τ-bench's, errors included as ``"Error: ..."`` text, as the model saw them).
 
     A write whose ``idempotency_key`` is already recorded in the world returns the recorded
-    output and changes nothing.
+    output and changes nothing; its record keeps each document it changed before and after
+    (``examples.airline.revert`` undoes it).
 
     Raises:
         ValueError: unknown tool.
@@ -583,10 +589,10 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
         )
         output = fn(data, **args)
         if writes:
-            data.flush()
+            changes = data.flush()
             conn.execute(
-                "INSERT INTO airline_effect (world, idempotency_key, tool, output) "
-                "VALUES (%s, %s, %s, %s)",
-                [world, idempotency_key, name, output],
+                "INSERT INTO airline_effect (world, idempotency_key, tool, output, changes) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [world, idempotency_key, name, output, json.dumps(changes)],
             )
         return output
