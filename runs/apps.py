@@ -40,3 +40,6 @@ class RunsConfig(AppConfig):
         # The agent state migrations a state schema may name register as their modules load.
         for module in settings.AGENTOPS_STATE_MIGRATION_MODULES:
             import_module(module)
+        # A deployment's own tools (and their compensations) register as their modules load.
+        for module in settings.AGENTOPS_TOOL_MODULES:
+            import_module(module)
