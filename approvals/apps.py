@@ -12,14 +12,18 @@ class ApprovalsConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from approvals import notifications
+        from approvals.conditions import holds
         from approvals.models import RiskRule
         from approvals.retention import ApprovalRows
         from approvals.risk import ApprovalStepPolicy, rules_changed
         from approvals.services import ApprovalGate
         from approvals.tasks import CeleryNotificationSender
         from runs import gates, retention
+        from runs.tools import use_condition
 
         gates.register(ApprovalGate())
+        # Validators' conditions on results are written in the risk rules' language.
+        use_condition(holds)
         gates.set_step_policy(ApprovalStepPolicy())
         retention.register_dependent_rows(ApprovalRows())
         notifications.install(CeleryNotificationSender())

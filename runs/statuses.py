@@ -49,6 +49,7 @@ class CallStatus(models.TextChoices):
     STARTED = "started", "Started (outcome unknown)"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    INVALID = "invalid", "Succeeded, its result failed validation"
 
 
 RUN_STATUSES = status_map(

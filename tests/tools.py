@@ -6,7 +6,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.tools import Compensation, ToolContext, declare_compensation, declare_error_form, register
+from runs.tools import (
+    Compensation,
+    ToolContext,
+    Validator,
+    declare_compensation,
+    declare_error_form,
+    register,
+)
 
 CALLS: dict[str, int] = {}
 _release = threading.Event()
@@ -193,3 +200,53 @@ declare_compensation(
 )
 declare_compensation(["test_charge"], Compensation("test_refund", {"amount": "args.amount"}))
 declare_compensation(["test_hold"], Compensation("test_crash"))
+
+
+def _calls(name: str, args: dict[str, Any], ctx: ToolContext) -> int:
+    _effect(name, args, ctx)
+    return len(EFFECTS[ctx.idempotency_key])
+
+
+@register(
+    "test_quote",
+    description="Quotes a price: negative on its first call under a key, then 10; its "
+    "validator retries a negative one (tests only).",
+    side_effects=True,
+    validators=(Validator("price is positive", condition="price > 0", retry=True),),
+)
+def quote(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return {"price": -5 if _calls("test_quote", args, ctx) == 1 else 10}
+
+
+@register(
+    "test_lookup",
+    description="Answers {'status': args.status}; a status other than ok waits for a "
+    "reviewer (tests only).",
+    side_effects=True,
+    validators=(
+        Validator(
+            "status is ok",
+            schema={"type": "object", "properties": {"status": {"const": "ok"}}},
+            on_failure="gate",
+        ),
+    ),
+)
+def lookup(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _calls("test_lookup", args, ctx)
+    return {"status": args["status"]}
+
+
+def even(result: Any) -> str | None:
+    """A registered check (tests only): what is wrong with ``result`` unless it is even."""
+    return None if result % 2 == 0 else f"{result} is odd"
+
+
+@register(
+    "test_number",
+    description="Answers args.n; its result must be even, and is not retried (tests only).",
+    side_effects=True,
+    validators=(Validator("result is even", check="tests.tools.even"),),
+)
+def number(args: dict[str, Any], ctx: ToolContext) -> int:
+    _calls("test_number", args, ctx)
+    return int(args["n"])

@@ -575,6 +575,21 @@ class Step(ConcurrentTransitionMixin, models.Model):
         self.finished_at = now
         self.lease_owner, self.lease_expires_at = "", None
 
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.WAITING)
+    def hold_result(self, *, result: Any, error: dict[str, Any], now: Any) -> None:
+        """running → waiting: its ``result`` failed a validator that holds it at a gate
+        (``runs.tools.validators``); ``error`` says which rule and where."""
+        self.result = result
+        self.error = error
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.WAITING, target=StepStatus.SUCCEEDED)
+    def accept_result(self, *, now: Any) -> None:
+        """waiting (its result held) → succeeded: a reviewer accepted the result it holds."""
+        self.error = None
+        self.finished_at = now
+
     @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.WAITING_RETRY)
     def schedule_retry(self, *, error: dict[str, Any], next_attempt_at: Any, now: Any) -> None:
         """running → waiting_retry until ``next_attempt_at``."""

@@ -22,6 +22,7 @@ from runs.tools.registry import (
     tool_error_of,
 )
 from runs.tools.schemas import schema_invalid, schema_problem
+from runs.tools.validators import ValidationFailure, Validator, use_condition, validation_failure
 
 __all__ = [
     "Compensation",
@@ -33,6 +34,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ValidationFailure",
+    "Validator",
     "all_tools",
     "compensation_args",
     "compensation_of",
@@ -43,4 +46,6 @@ __all__ = [
     "schema_invalid",
     "schema_problem",
     "tool_error_of",
+    "use_condition",
+    "validation_failure",
 ]
