@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from examples.airline.store import Store
+from examples.airline.store import Store, recorded_output
 
 TOOL = "revert_write"
 SCHEMA = {
@@ -43,13 +43,9 @@ def revert_write(store: Store, world: str, write_key: str, *, idempotency_key: s
     ``"Error: ..."`` text, changing nothing, when no write is recorded under ``write_key``
     or a document it changed has changed since."""
     with store.pool.connection() as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{world}/{idempotency_key}"])
-        done = conn.execute(
-            "SELECT output FROM airline_effect WHERE world = %s AND idempotency_key = %s",
-            [world, idempotency_key],
-        ).fetchone()
-        if done:
-            return str(done[0])
+        done = recorded_output(conn, world, idempotency_key)
+        if done is not None:
+            return done
         found = conn.execute(
             "SELECT tool, changes FROM airline_effect WHERE world = %s AND idempotency_key = %s",
             [world, write_key],

@@ -141,3 +141,15 @@ class Store:
                     [world],
                 )
             ]
+
+
+def recorded_output(conn: psycopg.Connection[Any], world: str, idempotency_key: str) -> str | None:
+    """The output a write recorded in ``world`` under ``idempotency_key``, or None; takes the
+    key's advisory lock until the transaction ends first, so a second call with the key waits
+    for the first, then finds its output."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{world}/{idempotency_key}"])
+    done = conn.execute(
+        "SELECT output FROM airline_effect WHERE world = %s AND idempotency_key = %s",
+        [world, idempotency_key],
+    ).fetchone()
+    return str(done[0]) if done else None

@@ -26,7 +26,7 @@ from typing import Any
 from psycopg import Connection, sql
 from simpleeval import simple_eval
 
-from examples.airline.store import DEFAULT_DATA_DIR, Store
+from examples.airline.store import DEFAULT_DATA_DIR, Store, recorded_output
 
 WRITE_TOOLS = frozenset(
     {
@@ -572,15 +572,9 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
     with store.pool.connection() as conn, conn.transaction():
         if writes:
             # One write at a time per key: a second call with the key waits, then finds it.
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{world}/{idempotency_key}"]
-            )
-            done = conn.execute(
-                "SELECT output FROM airline_effect WHERE world = %s AND idempotency_key = %s",
-                [world, idempotency_key],
-            ).fetchone()
-            if done:
-                return str(done[0])
+            done = recorded_output(conn, world, idempotency_key)
+            if done is not None:
+                return done
         data = Data(
             {
                 kind: Table(conn, world, kind, lock=writes)

@@ -43,6 +43,31 @@ def effects_of(run: Run, tool: str) -> list[dict[str, object]]:
     return [args for key in sorted(keys) for name, args in EFFECTS.get(key, []) if name == tool]
 
 
+def decide(run: Run, reviewer, capture, decision: str) -> Run:
+    """``decision`` (approve, reject) on the run's pending approval request, by ``reviewer``;
+    returns the run read back."""
+    approval = ApprovalRequest.objects.get(step__run=run, status="pending")
+    with capture(execute=True):
+        approval_decide(
+            approval_id=approval.pk,
+            actor=Actor.for_user(reviewer),
+            decision=decision,
+            comment="no" if decision == "reject" else "",
+        )
+    return Run.objects.get(pk=run.pk)
+
+
+def charged_then_compensating(user, capture, amount: int) -> Run:
+    """A plan run that charged ``amount``, failed, and is compensating: its refund waits for
+    a reviewer."""
+    run = plan_run(
+        user, [{"tool": "test_charge", "args": {"amount": amount}}, CRASH], capture=capture
+    )
+    run = compensate(run, user, capture)
+    assert run.status_info.value == "awaiting_approval"
+    return run
+
+
 def compensate(run: Run, user, capture) -> Run:
     with capture(execute=True):
         run_compensate(run_id=run.pk, actor=Actor.for_user(user))
@@ -160,18 +185,9 @@ def test_a_failing_compensation_ends_compensation_failed_with_what_is_left_undon
 def test_a_compensation_waits_for_its_approval_then_runs(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [{"tool": "test_charge", "args": {"amount": 40}}, CRASH],
-        capture=django_capture_on_commit_callbacks,
-    )
-    run = compensate(run, operator, django_capture_on_commit_callbacks)
-    assert run.status_info.value == "awaiting_approval"
-    approval = ApprovalRequest.objects.get(step__run=run)
+    run = charged_then_compensating(operator, django_capture_on_commit_callbacks, 40)
     assert effects_of(run, "test_refund") == []
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="approve")
-    run = Run.objects.get(pk=run.pk)
+    run = decide(run, reviewer, django_capture_on_commit_callbacks, "approve")
     assert run.status == RunStatus.COMPENSATED
     assert effects_of(run, "test_refund") == [{"amount": 40}]
 
@@ -179,18 +195,8 @@ def test_a_compensation_waits_for_its_approval_then_runs(
 def test_a_rejected_compensation_ends_compensation_failed(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [{"tool": "test_charge", "args": {"amount": 41}}, CRASH],
-        capture=django_capture_on_commit_callbacks,
-    )
-    run = compensate(run, operator, django_capture_on_commit_callbacks)
-    approval = ApprovalRequest.objects.get(step__run=run)
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="reject", comment="no"
-        )
-    run = Run.objects.get(pk=run.pk)
+    run = charged_then_compensating(operator, django_capture_on_commit_callbacks, 41)
+    run = decide(run, reviewer, django_capture_on_commit_callbacks, "reject")
     assert run.status == RunStatus.COMPENSATION_FAILED
     assert run.error["cause"] == "rejected"
     assert run.error["left_undone"] == [{"step": 0, "tool": "test_charge", "compensation": 2}]
@@ -208,24 +214,14 @@ def test_a_client_run_whose_compensation_is_rejected_does_not_go_on(
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.FAILED
     run = compensate(run, operator, django_capture_on_commit_callbacks)
-    approval = ApprovalRequest.objects.get(step__run=run)
-    with django_capture_on_commit_callbacks(execute=True):
-        approval_decide(
-            approval_id=approval.pk, actor=Actor.for_user(reviewer), decision="reject", comment="no"
-        )
-    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPENSATION_FAILED
+    run = decide(run, reviewer, django_capture_on_commit_callbacks, "reject")
+    assert run.status == RunStatus.COMPENSATION_FAILED
 
 
 def test_cancelling_a_compensating_run_ends_compensation_failed(
     operator, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [{"tool": "test_charge", "args": {"amount": 43}}, CRASH],
-        capture=django_capture_on_commit_callbacks,
-    )
-    run = compensate(run, operator, django_capture_on_commit_callbacks)
-    assert run.status_info.value == "awaiting_approval"
+    run = charged_then_compensating(operator, django_capture_on_commit_callbacks, 43)
     run_cancel(run_id=run.pk, actor=Actor.for_user(operator), reason="stop")
     run = Run.objects.get(pk=run.pk)
     assert run.status == RunStatus.COMPENSATION_FAILED

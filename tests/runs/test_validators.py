@@ -23,6 +23,18 @@ def calls(step: Step) -> int:
     return len(EFFECTS.get(step.idempotency_key, []))
 
 
+def held(user, capture, status: str) -> Step:
+    """The held first step of a plan run whose lookup answered ``status`` (not ok: its
+    validator holds it for a reviewer), then an echo."""
+    steps = [
+        {"tool": "test_lookup", "args": {"status": status}},
+        {"tool": "echo", "args": {"value": 1}},
+    ]
+    run = plan_run(user, steps, capture=capture)
+    assert run.status_info.value == "awaiting_approval"
+    return run.steps.get(index=0)
+
+
 def test_a_result_that_fails_then_passes_on_the_declared_retry(
     operator, django_capture_on_commit_callbacks
 ):
@@ -72,16 +84,8 @@ def test_a_failed_check_without_retry_fails_the_run_and_keeps_the_result(
 def test_a_gated_result_accepted_by_a_reviewer_succeeds_without_a_second_call(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [
-            {"tool": "test_lookup", "args": {"status": "partial"}},
-            {"tool": "echo", "args": {"value": 1}},
-        ],
-        capture=django_capture_on_commit_callbacks,
-    )
-    assert run.status_info.value == "awaiting_approval"
-    step = run.steps.get(index=0)
+    step = held(operator, django_capture_on_commit_callbacks, "partial")
+    run = step.run
     assert step.status_info.value == "awaiting_approval"
     assert step.result == {"status": "partial"}
     assert (step.error["rule"], step.error["path"]) == ("status is ok", "status")
@@ -104,15 +108,8 @@ def test_a_gated_result_accepted_by_a_reviewer_succeeds_without_a_second_call(
 def test_a_gated_result_rejected_by_a_reviewer_fails_the_run(
     operator, reviewer, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [
-            {"tool": "test_lookup", "args": {"status": "broken"}},
-            {"tool": "echo", "args": {"value": 1}},
-        ],
-        capture=django_capture_on_commit_callbacks,
-    )
-    step = run.steps.get(index=0)
+    step = held(operator, django_capture_on_commit_callbacks, "broken")
+    run = step.run
     approval = ApprovalRequest.objects.get(step=step)
     with django_capture_on_commit_callbacks(execute=True):
         approval_decide(
@@ -151,12 +148,8 @@ def test_a_validator_declares_exactly_one_check():
 def test_the_reviewer_sees_the_held_result_and_the_failed_rule(
     client, operator, reviewer, django_capture_on_commit_callbacks
 ):
-    run = plan_run(
-        operator,
-        [{"tool": "test_lookup", "args": {"status": "<b>late</b>"}}],
-        capture=django_capture_on_commit_callbacks,
-    )
-    approval = ApprovalRequest.objects.get(step__run=run)
+    step = held(operator, django_capture_on_commit_callbacks, "<b>late</b>")
+    approval = ApprovalRequest.objects.get(step=step)
     client.force_login(reviewer)
     page = client.get(reverse("approval-detail", args=[approval.pk])).content.decode()
     assert "it failed “status is ok” at status" in page
