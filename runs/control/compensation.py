@@ -26,19 +26,23 @@ from runs.control.create import classify_specs, insert_steps, new_step
 from runs.executor.advance import advance_locked
 from runs.models import OnFailure, Run, Step
 from runs.statuses import RunStatus, StepStatus
-from runs.tools import CompensationError, compensation_args, compensation_of, get_tool
+from runs.tools import (
+    Compensation,
+    CompensationError,
+    compensation_args,
+    compensation_of,
+    get_tool,
+)
 from runs.transitions import lock_run, lock_steps, record_event, transition
 
 
-def _compensating_spec(step: Step) -> StepSpec:
-    """The compensating step of the succeeded ``step``.
+def _compensating_spec(step: Step, compensation: Compensation) -> StepSpec:
+    """The compensating step of the succeeded ``step`` by its tool's ``compensation``.
 
     Raises:
         Conflict: its compensation names no registered tool, or its arguments cannot be
             built from the step or fail that tool's schema.
     """
-    compensation = compensation_of(step.tool)
-    assert compensation is not None
     where = f"step #{step.index} ({step.tool})"
     tool = get_tool(compensation.tool)
     if tool is None:
@@ -56,14 +60,15 @@ def _compensating_spec(step: Step) -> StepSpec:
     )
 
 
-def compensable_steps(run: Run) -> list[Step]:
-    """The steps of ``run`` its compensation undoes, the last first: succeeded (not a tool
-    error: such a call did not do what was asked), not compensations themselves, with a
-    declared compensation."""
+def compensable_steps(run: Run) -> list[tuple[Step, Compensation]]:
+    """The steps of ``run`` its compensation undoes, the last first, each with its tool's
+    compensation: succeeded (not a tool error: such a call did not do what was asked), not
+    compensations themselves, with a declared compensation."""
     succeeded = run.steps.filter(
         status=StepStatus.SUCCEEDED, tool_error=False, compensates__isnull=True
     ).order_by("-index")
-    return [step for step in succeeded if compensation_of(step.tool) is not None]
+    found = [(step, compensation_of(step.tool)) for step in succeeded]
+    return [(step, compensation) for step, compensation in found if compensation is not None]
 
 
 def compensate_locked(run: Run, actor: Actor) -> None:
@@ -77,10 +82,11 @@ def compensate_locked(run: Run, actor: Actor) -> None:
         raise Conflict(
             f"only a failed or cancelled run can be compensated, once; this run is {shown}"
         )
-    originals = compensable_steps(run)
-    if not originals:
+    compensable = compensable_steps(run)
+    if not compensable:
         raise Conflict("nothing to compensate: no succeeded step declares a compensation")
-    specs = [_compensating_spec(step) for step in originals]
+    specs = [_compensating_spec(step, compensation) for step, compensation in compensable]
+    originals = [step for step, _compensation in compensable]
     for step in lock_steps(run, [StepStatus.PENDING]):
         transition(step, "skip", actor=actor)
     last = run.steps.aggregate(last=Max("index"))["last"]

@@ -65,7 +65,9 @@ def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     return (REPLAY if replay else CALL), None
 
 
-def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any, *, invalid: bool) -> None:
+def ledger_settle(
+    step: Step, plan: str, outcome: Outcome, now: Any, *, invalid: bool = False
+) -> None:
     """Record the outcome of the call ``step`` (as claimed) made under ``plan``; an unknown
     outcome leaves the row ``started``; a result that failed validation (``invalid``) is kept
     as ``invalid``.
