@@ -232,18 +232,26 @@ def test_cancelling_a_compensating_run_ends_compensation_failed(
     assert Step.objects.get(run=run, index=2).status == StepStatus.CANCELLED
 
 
+def compensating_on_failure(user, capture, *steps: dict[str, object]) -> Run:
+    """A plan run of ``steps`` created with ``on_failure`` = compensate, run as far as it
+    goes; read back."""
+    with capture(execute=True):
+        run = run_create(
+            actor=Actor.for_user(user),
+            agent="plan",
+            goal="auto",
+            steps=list(steps),
+            on_failure="compensate",
+        )
+    return Run.objects.get(pk=run.pk)
+
+
 def test_a_run_whose_policy_says_so_is_compensated_when_it_fails(
     operator, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="auto",
-            steps=[reserve("6A"), CRASH],
-            on_failure="compensate",
-        )
-    run = Run.objects.get(pk=run.pk)
+    run = compensating_on_failure(
+        operator, django_capture_on_commit_callbacks, reserve("6A"), CRASH
+    )
     assert run.status == RunStatus.COMPENSATED
     assert effects_of(run, "test_release") == [{"reservation_id": "R-6A"}]
     assert AuditEvent.objects.filter(run_id=run.pk, verb="run.failed").exists()
@@ -252,15 +260,7 @@ def test_a_run_whose_policy_says_so_is_compensated_when_it_fails(
 def test_a_run_whose_policy_compensates_but_has_nothing_to_undo_stays_failed(
     operator, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks(execute=True):
-        run = run_create(
-            actor=Actor.for_user(operator),
-            agent="plan",
-            goal="auto",
-            steps=[CRASH],
-            on_failure="compensate",
-        )
-    run = Run.objects.get(pk=run.pk)
+    run = compensating_on_failure(operator, django_capture_on_commit_callbacks, CRASH)
     assert run.status == RunStatus.FAILED
     refused = AuditEvent.objects.get(run_id=run.pk, verb="run.compensation_refused")
     assert "nothing to compensate" in refused.payload["reason"]
