@@ -304,3 +304,11 @@ def evaluate(text: str, args: dict[str, Any]) -> Evaluation:
             continue
         shown.append(f"{ast.unparse(reference)} = {_shown(value)}")
     return Evaluation(matched, values=", ".join(shown))
+
+
+def holds(text: str, names: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the condition ``text`` holds on the object ``names`` (a validator's view of a
+    tool's result, ``runs.tools.validators``), and why it could not be evaluated (empty when
+    it could): ``evaluate`` as a pair."""
+    found = evaluate(text, names)
+    return found.matched, found.error

@@ -46,6 +46,9 @@ AGENTOPS_SUMMARIZER = env_str("AGENTOPS_SUMMARIZER", "runs.summarizers.keep_firs
 # Modules whose ``@state_migration`` functions (``runs.state_migrations``) a state schema may
 # name; imported at start-up.
 AGENTOPS_STATE_MIGRATION_MODULES = env_list("AGENTOPS_STATE_MIGRATION_MODULES", [])
+# Modules that register a deployment's own tools and compensations (``runs.tools``); imported
+# at start-up by every process (web and workers), so each knows the same tools.
+AGENTOPS_TOOL_MODULES = env_list("AGENTOPS_TOOL_MODULES", [])
 AGENTOPS_SWEEP_INTERVAL_SECONDS = env_int("AGENTOPS_SWEEP_INTERVAL_SECONDS", 30, minimum=1)
 # A step's lease lasts its timeout plus this margin (seconds) for recording the outcome.
 AGENTOPS_LEASE_MARGIN_SECONDS = env_int("AGENTOPS_LEASE_MARGIN_SECONDS", 30, minimum=1)

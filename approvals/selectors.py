@@ -31,7 +31,8 @@ def approval_list(*, status: str | None = None) -> QuerySet[ApprovalRequest]:
 
 # What the inbox's cards never show of a request's run and step, left unread: JSON documents
 # (a run's state can be large) the card's context section loads when opened
-# (``approval_context``).
+# (``approval_context``). A step's result and error are read: a pending step has neither,
+# but for one whose result failed a validator and waits with it, which its card shows.
 _INBOX_UNREAD = (
     "run__input",
     "run__state",
@@ -40,8 +41,6 @@ _INBOX_UNREAD = (
     "step__budget_crossing",
     "step__gate_params",
     "step__recorded_result",
-    "step__result",
-    "step__error",
     "step__usage",
 )
 

@@ -1,6 +1,6 @@
-"""What an operator does from a run's page: cancel, resume, fork, settle a step whose outcome
-is unknown. Each is a POST that calls one service and returns to a run's page; a refusal is
-an error message there (``agentops.page_errors.page_action``)."""
+"""What an operator does from a run's page: cancel, resume, compensate, fork, settle a step
+whose outcome is unknown. Each is a POST that calls one service and returns to a run's page;
+a refusal is an error message there (``agentops.page_errors.page_action``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django_fsm import TransitionNotAllowed
 
 from agentops.actors import Actor
 from agentops.page_errors import Refused, page_action
-from runs.control import fork, lifecycle, settle
+from runs.control import compensation, fork, lifecycle, settle
 from runs.models import Step
 from runs.state_views import run_view
 
@@ -68,6 +68,18 @@ def run_resume(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Resume a failed run from its failed step; other states give an error message."""
     lifecycle.run_resume(run_id=run_id, actor=Actor.for_user(request.user))
     messages.success(request, "Run resumed.")
+    return _back(request, run_id)
+
+
+@require_POST
+@run_view("runs.resume_run")
+@page_action("Cannot compensate", _back)
+def run_compensate(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Compensate a failed or cancelled run (``runs.control.compensation.run_compensate``);
+    a run that cannot be (another status, compensated already, nothing to undo) gives an
+    error message."""
+    compensation.run_compensate(run_id=run_id, actor=Actor.for_user(request.user))
+    messages.success(request, "Compensating: its compensating steps run last first.")
     return _back(request, run_id)
 
 

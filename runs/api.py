@@ -23,7 +23,16 @@ from audit.streams import stream_events
 from projects.api import ProjectActionPermissions, access_for, project_for_create
 from projects.models import Project
 from runs import context_selectors, selectors
-from runs.control import compaction, conversation, create, fork, lifecycle, settle, state
+from runs.control import (
+    compaction,
+    compensation,
+    conversation,
+    create,
+    fork,
+    lifecycle,
+    settle,
+    state,
+)
 from runs.conversation_api import (
     ConversationEndpoints,
     conversation_schema,
@@ -76,14 +85,15 @@ _CONFLICT = OpenApiResponse(
     ),
 )
 class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet):
-    """Runs: create, list, read, drive (client runs), cancel, resume, and their audit events.
+    """Runs: create, list, read, drive (client runs), cancel, resume, compensate, and their
+    audit events.
 
     Every POST accepts an ``Idempotency-Key`` header (``runs.idempotency``); a write of the
     agent's state (PUT, PATCH ``state/``) needs ``If-Match`` instead.
     Permissions: create and fork ``runs.add_run``; read (the agent's state too)
     ``runs.view_run``; append steps, report client steps' results, append messages, compact,
     write the agent's state and complete ``runs.drive_run``; cancel ``runs.cancel_run``;
-    resume and settle an unknown outcome ``runs.resume_run``.
+    resume, compensate and settle an unknown outcome ``runs.resume_run``.
     """
 
     lookup_value_converter = "uuid"
@@ -106,6 +116,7 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         "cancel": ("runs.cancel_run",),
         "step_settle": ("runs.resume_run",),
         "resume": ("runs.resume_run",),
+        "compensate": ("runs.resume_run",),
         "fork": ("runs.add_run",),
         "state": ("runs.view_run",),
         "state_put": ("runs.drive_run",),
@@ -344,6 +355,18 @@ class RunViewSet(StateEndpoints, ConversationEndpoints, viewsets.GenericViewSet)
         """Resume a failed run (``runs.control.lifecycle.run_resume``)."""
         EmptySerializer(data=request.data).is_valid(raise_exception=True)
         run = lifecycle.run_resume(run_id=pk, actor=actor_for(request))
+        return self._run_response(run.pk)
+
+    @idempotent_action(
+        summary="Compensate a failed or cancelled run: undo its steps' effects, last first.",
+        request=EmptySerializer,
+        responses={200: RunSerializer, 400: BAD_INPUT, 404: _NOT_FOUND, 409: _CONFLICT},
+    )
+    def compensate(self, request: Request, pk: uuid.UUID) -> Response:
+        """Compensate the run (``runs.control.compensation.run_compensate``): 409 when it is
+        not failed or cancelled, was compensated already, or has nothing to undo."""
+        EmptySerializer(data=request.data).is_valid(raise_exception=True)
+        run = compensation.run_compensate(run_id=pk, actor=actor_for(request))
         return self._run_response(run.pk)
 
     @idempotent_action(

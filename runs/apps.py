@@ -16,12 +16,16 @@ class RunsConfig(AppConfig):
         from memory.services import memory_use_rows
         from runs import retention, wakeups
         from runs.control.compaction import load_summarizer
+        from runs.control.compensation import compensate_after_failure
+        from runs.executor.finish import on_run_failed
         from runs.store.audit import RowStatements
         from runs.store.memory import SeamItemRows
         from runs.tasks import CeleryWakeups
         from runs.tools import builtin, memory, tau_bench  # noqa: F401
 
         wakeups.install(CeleryWakeups())
+        # A run whose policy says so is compensated in the transaction that fails it.
+        on_run_failed(compensate_after_failure)
         # Retention deletes a run's artifacts with it (the files after the commit).
         retention.register_dependent_rows(ArtifactRows())
         # Run retention unlinks the memory items whose provenance names what it deletes.
@@ -35,4 +39,7 @@ class RunsConfig(AppConfig):
         load_summarizer()
         # The agent state migrations a state schema may name register as their modules load.
         for module in settings.AGENTOPS_STATE_MIGRATION_MODULES:
+            import_module(module)
+        # A deployment's own tools (and their compensations) register as their modules load.
+        for module in settings.AGENTOPS_TOOL_MODULES:
             import_module(module)

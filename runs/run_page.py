@@ -116,8 +116,8 @@ class TimelineRow:
     it links to (None for a model turn), where the bar starts and how wide it is as
     percentages of the run's span (``gate``: the part spent waiting at a gate before it),
     its duration (ms), tokens, status (a step's: its value, or ``tool_error``; ``model``),
-    tone (the status's colour: ``agentops.statuses``) and retries (attempts past the
-    first)."""
+    tone (the status's colour: ``agentops.statuses``), retries (attempts past the first) and,
+    for a compensating step, the index of the step it undoes."""
 
     kind: str
     label: str
@@ -130,6 +130,7 @@ class TimelineRow:
     status: str
     tone: str
     retries: int
+    undoes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,28 @@ def _tokens(usage: Any) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class Compensations:
+    """Which of a run's steps undo which (``runs.control.compensation``): ``undoes`` maps a
+    compensating step's index to the index of the step it undoes, ``undone_by`` a
+    compensated step's index to its compensating step."""
+
+    undoes: dict[int, int]
+    undone_by: dict[int, Step]
+
+
+def compensations(steps: list[Step]) -> Compensations:
+    """The compensations among ``steps`` (a run's, each with ``compensates_id``); no query."""
+    index_of = {step.pk: step.index for step in steps}
+    undoes, undone_by = {}, {}
+    for step in steps:
+        if step.compensates_id in index_of:
+            original = index_of[step.compensates_id]
+            undoes[step.index] = original
+            undone_by[original] = step
+    return Compensations(undoes, undone_by)
+
+
 def timeline(*, steps: list[Step], run_id: uuid.UUID, now: datetime) -> Timeline:
     """The timeline of a run's ``steps`` and its model turns (``ModelCall``: one ended at
     ``created_at`` after ``latency_ms``) on one time axis, as LangSmith's trace view and
@@ -168,6 +191,7 @@ def timeline(*, steps: list[Step], run_id: uuid.UUID, now: datetime) -> Timeline
     while it runs), the time it waited at a gate before it (from its creation), a bar a model
     turn. One query (the model turns); at most ``TIMELINE_ROWS`` rows."""
     spans: list[tuple[datetime, datetime, datetime, TimelineRow]] = []
+    undoes = compensations(steps).undoes
     for step in steps:
         start = step.started_at or step.created_at
         end = step.finished_at or (now if step.status == StepStatus.RUNNING else start)
@@ -183,6 +207,7 @@ def timeline(*, steps: list[Step], run_id: uuid.UUID, now: datetime) -> Timeline
             "tool_error" if step.tool_error else str(step.status),
             "attention" if step.tool_error else step.status_info.tone,
             max(0, step.attempts - 1),
+            undoes.get(step.index),
         )
         spans.append((step.created_at, start, end, row))
     calls = ModelCall.objects.filter(run_id=run_id).order_by("id")

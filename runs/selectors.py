@@ -64,9 +64,10 @@ def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet
 
 
 def steps_with_details() -> QuerySet[Step]:
-    """Steps in index order with their approval request and attempts loaded."""
+    """Steps in index order with their approval request, the step a compensation undoes and
+    attempts loaded."""
     return (
-        Step.objects.select_related("approval")
+        Step.objects.select_related("approval", "compensates")
         .prefetch_related(Prefetch("attempt_set", queryset=StepAttempt.objects.order_by("number")))
         .order_by("index")
     )

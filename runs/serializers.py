@@ -23,6 +23,7 @@ from runs.models import (
     AgentKind,
     Executor,
     OnBudgetExceeded,
+    OnFailure,
     Run,
     Step,
     StepAttempt,
@@ -54,10 +55,14 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
     Expects the step loaded by ``runs.selectors.steps_with_details`` (no extra queries).
     ``duration_ms`` (ms) spans the last attempt; ``result`` is the tool's verbatim output;
     ``tool_error`` is true when that output is the tool's error answer (the step still
-    succeeded: the call happened and its answer went to the agent).
+    succeeded: the call happened and its answer went to the agent). ``compensates`` is the
+    index of the step a compensating step undoes (null: not a compensation).
     """
 
     approval = serializers.SerializerMethodField()
+    compensates = serializers.IntegerField(
+        source="compensates.index", read_only=True, allow_null=True, default=None
+    )
     status = serializers.ChoiceField(
         choices=step_status_choices(), source="status_info.value", read_only=True
     )
@@ -89,6 +94,7 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Step]):
             "policy_version",
             "rationale",
             "idempotency_key",
+            "compensates",
             "approval",
             "created_at",
             "started_at",
@@ -140,6 +146,8 @@ _RUN_FIELDS = [
     "deadline",
     "budget",
     "client_done",
+    "on_failure",
+    "compensating",
     "usage_tokens",
     "cost_usd",
     "duration_ms",
@@ -374,6 +382,12 @@ class CreateRunSerializer(IdentityInputSerializer):
         '{pattern: condition}}, e.g. {"tools": ["get_*", "book_*"], "constraints": '
         '{"book_*": "amount <= 500"}}. A call outside it (or the token\'s, session\'s or '
         "project's grant) ends refused (not_granted) and is never made.",
+    )
+    on_failure = serializers.ChoiceField(
+        choices=OnFailure.choices,
+        required=False,
+        help_text="stop (default: an operator may compensate the failed run) or compensate "
+        "(its failure starts its compensation).",
     )
 
 

@@ -20,6 +20,8 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    COMPENSATED = "compensated", "Compensated"
+    COMPENSATION_FAILED = "compensation_failed", "Compensation failed"
 
 
 class StepStatus(models.TextChoices):
@@ -48,6 +50,7 @@ class CallStatus(models.TextChoices):
     STARTED = "started", "Started (outcome unknown)"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    INVALID = "invalid", "Succeeded, its result failed validation"
 
 
 RUN_STATUSES = status_map(
@@ -58,6 +61,8 @@ RUN_STATUSES = status_map(
         StatusInfo("succeeded", "Succeeded", "success", terminal=True),
         StatusInfo("failed", "Failed", "danger", terminal=True),
         StatusInfo("cancelled", "Cancelled", "muted", terminal=True),
+        StatusInfo("compensated", "Compensated", "muted", terminal=True),
+        StatusInfo("compensation_failed", "Compensation failed", "danger", terminal=True),
     ],
     choices=RunStatus.values,
 )

@@ -37,6 +37,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", state_views.run_events, name="run-events"),
     path("runs/<uuid:run_id>/cancel/", action_views.run_cancel, name="run-cancel"),
     path("runs/<uuid:run_id>/resume/", action_views.run_resume, name="run-resume"),
+    path("runs/<uuid:run_id>/compensate/", action_views.run_compensate, name="run-compensate"),
     path("runs/<uuid:run_id>/fork/", action_views.run_fork, name="run-fork"),
     path("runs/<uuid:run_id>/settle/", action_views.run_settle, name="run-settle"),
     path("sessions/", session_views.session_list, name="session-list"),

@@ -24,7 +24,8 @@ from artifacts.selectors import run_artifacts
 from audit.selectors import event_list
 from audit.streams import stream_head
 from runs import run_page, selectors
-from runs.models import Run, Step
+from runs.control import compensation
+from runs.models import Run, RunStatus, Step
 from runs.state_views import (
     EVENTS_SHOWN,
     TIMELINE_EVENTS,
@@ -130,6 +131,13 @@ def _run_detail_context(run_id: uuid.UUID) -> dict[str, Any]:
         ),
         "anchors": event_anchors(step_refs),
         "steps": steps,
+        "compensations": run_page.compensations(steps),
+        # What the compensate button would undo (a failed or cancelled run not compensated).
+        "compensable": (
+            len(compensation.compensable_steps(run))
+            if run.status in (RunStatus.FAILED, RunStatus.CANCELLED) and not run.compensating
+            else 0
+        ),
         # The status filter's choices: the statuses the run's steps are in, by value.
         "statuses_present": {step.status: step.status_info.label for step in steps},
         "steps_done": sum(

@@ -6,7 +6,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.tools import ToolContext, declare_error_form, register
+from runs.tools import (
+    Compensation,
+    ToolContext,
+    Validator,
+    declare_compensation,
+    declare_error_form,
+    register,
+)
 
 CALLS: dict[str, int] = {}
 _release = threading.Event()
@@ -125,3 +132,121 @@ def _broken_form(result: Any) -> bool:
 
 # A recorded tool whose declared error form raises (tests only).
 declare_error_form(["test_broken_form"], _broken_form)
+
+
+# The effects of the compensable test tools, by idempotency key: (tool, arguments) per call.
+EFFECTS: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+
+def _effect(name: str, args: dict[str, Any], ctx: ToolContext) -> None:
+    EFFECTS.setdefault(ctx.idempotency_key, []).append((name, args))
+
+
+@register(
+    "test_reserve",
+    description="Reserves args.seat; undone by test_release (tests only).",
+    schema={"type": "object", "properties": {"seat": {"type": "string"}}, "required": ["seat"]},
+    side_effects=True,
+)
+def reserve(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _effect("test_reserve", args, ctx)
+    return {"reservation_id": f"R-{args['seat']}"}
+
+
+@register(
+    "test_release",
+    description="Releases a reservation (tests only).",
+    schema={
+        "type": "object",
+        "properties": {"reservation_id": {"type": "string"}},
+        "required": ["reservation_id"],
+    },
+    side_effects=True,
+)
+def release(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _effect("test_release", args, ctx)
+    return {"released": args["reservation_id"]}
+
+
+@register(
+    "test_charge",
+    description="Charges args.amount; undone by test_refund, which needs approval (tests only).",
+    side_effects=True,
+)
+def charge(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _effect("test_charge", args, ctx)
+    return {"charged": args["amount"]}
+
+
+@register(
+    "test_refund",
+    description="Refunds a charge (high risk: a reviewer approves it; tests only).",
+    side_effects=True,
+    risk="high",
+)
+def refund(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _effect("test_refund", args, ctx)
+    return {"refunded": args["amount"]}
+
+
+@register("test_hold", description="Holds something test_crash cannot undo (tests only).")
+def hold(args: dict[str, Any], ctx: ToolContext) -> str:
+    _effect("test_hold", args, ctx)
+    return "held"
+
+
+declare_compensation(
+    ["test_reserve"], Compensation("test_release", {"reservation_id": "result.reservation_id"})
+)
+declare_compensation(["test_charge"], Compensation("test_refund", {"amount": "args.amount"}))
+declare_compensation(["test_hold"], Compensation("test_crash"))
+
+
+def _calls(name: str, args: dict[str, Any], ctx: ToolContext) -> int:
+    _effect(name, args, ctx)
+    return len(EFFECTS[ctx.idempotency_key])
+
+
+@register(
+    "test_quote",
+    description="Quotes a price: negative on its first call under a key, then 10; its "
+    "validator retries a negative one (tests only).",
+    side_effects=True,
+    validators=(Validator("price is positive", condition="price > 0", retry=True),),
+)
+def quote(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    return {"price": -5 if _calls("test_quote", args, ctx) == 1 else 10}
+
+
+@register(
+    "test_lookup",
+    description="Answers {'status': args.status}; a status other than ok waits for a "
+    "reviewer (tests only).",
+    side_effects=True,
+    validators=(
+        Validator(
+            "status is ok",
+            schema={"type": "object", "properties": {"status": {"const": "ok"}}},
+            on_failure="gate",
+        ),
+    ),
+)
+def lookup(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    _calls("test_lookup", args, ctx)
+    return {"status": args["status"]}
+
+
+def even(result: Any) -> str | None:
+    """A registered check (tests only): what is wrong with ``result`` unless it is even."""
+    return None if result % 2 == 0 else f"{result} is odd"
+
+
+@register(
+    "test_number",
+    description="Answers args.n; its result must be even, and is not retried (tests only).",
+    side_effects=True,
+    validators=(Validator("result is even", check="tests.tools.even"),),
+)
+def number(args: dict[str, Any], ctx: ToolContext) -> int:
+    _calls("test_number", args, ctx)
+    return int(args["n"])

@@ -5,7 +5,9 @@ Every document (a user, a flight, a reservation) is one row of ``airline_doc`` h
 JSON as text, so key order, and with it each tool's output, is exactly that of the data files.
 A world is created by copying the template world of its data files (``INSERT ... SELECT``);
 creating an existing world again changes nothing, so a restarted replay finds its world as
-the tools left it. ``airline_effect`` records each write's output under its idempotency key.
+the tools left it. ``airline_effect`` records each write's output under its idempotency key,
+with the documents it changed (``changes``: ``{kind: {key: [before, after]}}``, before null
+for a document it added), which is what undoing it restores (``examples.airline.revert``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ CREATE TABLE IF NOT EXISTS airline_effect (
     output text NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (world, idempotency_key)
 );
+ALTER TABLE airline_effect ADD COLUMN IF NOT EXISTS changes text;
 """
 
 
@@ -138,3 +141,15 @@ class Store:
                     [world],
                 )
             ]
+
+
+def recorded_output(conn: psycopg.Connection[Any], world: str, idempotency_key: str) -> str | None:
+    """The output a write recorded in ``world`` under ``idempotency_key``, or None; takes the
+    key's advisory lock until the transaction ends first, so a second call with the key waits
+    for the first, then finds its output."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{world}/{idempotency_key}"])
+    done = conn.execute(
+        "SELECT output FROM airline_effect WHERE world = %s AND idempotency_key = %s",
+        [world, idempotency_key],
+    ).fetchone()
+    return str(done[0]) if done else None

@@ -26,7 +26,7 @@ from typing import Any
 from psycopg import Connection, sql
 from simpleeval import simple_eval
 
-from examples.airline.store import DEFAULT_DATA_DIR, Store
+from examples.airline.store import DEFAULT_DATA_DIR, Store, recorded_output
 
 WRITE_TOOLS = frozenset(
     {
@@ -137,25 +137,30 @@ class Table(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._all())
 
-    def flush(self) -> None:
-        """Write back every document that changed or was added."""
+    def flush(self) -> dict[str, list[str | None]]:
+        """Write back every document that changed or was added; returns each one's
+        ``[before, after]`` text by key (before: None for a document added)."""
+        changed: dict[str, list[str | None]] = {}
         for key, doc in self.loaded.items():
             text = json.dumps(doc)
             if self.original.get(key) == text:
                 continue
+            changed[key] = [self.original.get(key), text]
             self.conn.execute(
                 "INSERT INTO airline_doc (world, kind, key, doc) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (world, kind, key) DO UPDATE SET doc = EXCLUDED.doc",
                 [self.world, self.kind, key, text],
             )
+        return changed
 
 
 class Data(dict[str, Table]):
     """The three tables of one world for one call."""
 
-    def flush(self) -> None:
-        for table in self.values():
-            table.flush()
+    def flush(self) -> dict[str, dict[str, list[str | None]]]:
+        """Write back every table; returns the documents that changed (``Table.flush``) by
+        kind."""
+        return {kind: changed for kind, table in self.items() if (changed := table.flush())}
 
 
 def _flights(data: Data) -> list[Any]:
@@ -553,7 +558,8 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
     text (τ-bench's, errors included as ``"Error: ..."`` text, as the model saw them).
 
     A write whose ``idempotency_key`` is already recorded in the world returns the recorded
-    output and changes nothing.
+    output and changes nothing; its record keeps each document it changed before and after
+    (``examples.airline.revert`` undoes it).
 
     Raises:
         ValueError: unknown tool.
@@ -566,15 +572,9 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
     with store.pool.connection() as conn, conn.transaction():
         if writes:
             # One write at a time per key: a second call with the key waits, then finds it.
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{world}/{idempotency_key}"]
-            )
-            done = conn.execute(
-                "SELECT output FROM airline_effect WHERE world = %s AND idempotency_key = %s",
-                [world, idempotency_key],
-            ).fetchone()
-            if done:
-                return str(done[0])
+            done = recorded_output(conn, world, idempotency_key)
+            if done is not None:
+                return done
         data = Data(
             {
                 kind: Table(conn, world, kind, lock=writes)
@@ -583,10 +583,10 @@ def call(store: Store, world: str, name: str, args: dict[str, Any], *, idempoten
         )
         output = fn(data, **args)
         if writes:
-            data.flush()
+            changes = data.flush()
             conn.execute(
-                "INSERT INTO airline_effect (world, idempotency_key, tool, output) "
-                "VALUES (%s, %s, %s, %s)",
-                [world, idempotency_key, name, output],
+                "INSERT INTO airline_effect (world, idempotency_key, tool, output, changes) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [world, idempotency_key, name, output, json.dumps(changes)],
             )
         return output

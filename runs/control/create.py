@@ -23,7 +23,16 @@ from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
-from runs.models import CLIENT_DRIVEN, AgentSession, Executor, Risk, Run, StateSchema, Step
+from runs.models import (
+    CLIENT_DRIVEN,
+    AgentSession,
+    Executor,
+    OnFailure,
+    Risk,
+    Run,
+    StateSchema,
+    Step,
+)
 from runs.policy import PolicyContext, run_policy, run_policy_of
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
@@ -229,6 +238,7 @@ def run_create(
     traceparent: str | None = None,
     grant: Any = None,
     token_grant: dict[str, Any] | None = None,
+    on_failure: str = OnFailure.STOP,
 ) -> Run:
     """Create a queued run in ``project`` (default: the ``default`` project; the caller has
     checked that the actor may add runs there) with its initial steps and start it after
@@ -252,6 +262,8 @@ def run_create(
     call, and so does ``token_grant``, the grant of the API token creating it (already
     parsed): both are fixed on the run (``Run.grants``), and a call outside them, its
     session's or its project's grant ends ``refused`` before any gate.
+    ``on_failure`` (``OnFailure``: stop or compensate) says whether its failure starts its
+    compensation (``runs.control.compensation``).
 
     Returns the run as it was created (queued), its steps in ``run.steps.all()`` without a
     query (``runs.selectors.run_as_created``); the workers may have moved it on since.
@@ -260,8 +272,11 @@ def run_create(
         InvalidInput: any part is malformed: unknown agent or tool, arguments that fail the
             tool's schema, a transcript that does not parse, more steps than the limit, a
             malformed budget or one that repeats ``step_limit`` or ``deadline``, a state
-            schema the project does not have, a malformed identity or grant.
+            schema the project does not have, a malformed identity or grant, an unknown
+            ``on_failure``.
     """
+    if on_failure not in OnFailure.values:
+        raise InvalidInput(f"on_failure must be one of {OnFailure.values}", field="on_failure")
     reported = parse_identity(identity or {})
     grants = [
         {"source": source, "grant": value}
@@ -305,6 +320,7 @@ def run_create(
             step_limit=limit,
             deadline=deadline,
             trace_parent=parse_traceparent(traceparent),
+            on_failure=on_failure,
             **limits,
         )
         identity_changes = identity_apply(run, reported)

@@ -12,6 +12,7 @@ from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
 from audit.services import audited_atomic
 from runs.executor.advance import advance_locked
+from runs.executor.finish import compensation_failure
 from runs.executor.gates import cancel_open_steps
 from runs.models import CLIENT_DRIVEN, Executor, Run
 from runs.statuses import RunStatus, StepStatus
@@ -60,7 +61,9 @@ def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:
 
 
 def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
-    """Cancel a run and every step and approval still open.
+    """Cancel a run and every step and approval still open; a compensating run ends
+    ``compensation_failed`` instead, with what is left undone
+    (``runs.executor.finish.compensation_failure``).
 
     A step that is running when the run is cancelled finishes on its worker, but its outcome
     no longer moves the run (``step_execute`` sees the step cancelled).
@@ -69,15 +72,20 @@ def run_cancel(*, run_id: uuid.UUID, actor: Actor, reason: str = "") -> Run:
         InvalidInput: ``reason`` is longer than ``MAX_REASON`` characters or holds NUL or an
             unpaired surrogate.
         Run.DoesNotExist: unknown run.
-        TransitionNotAllowed: the run is already succeeded, failed or cancelled.
+        TransitionNotAllowed: the run has already ended.
     """
     require_storable(reason, field="reason", max_length=MAX_REASON)
     with audited_atomic():
         run = lock_run(run_id)
         from_state, from_gate = run.status, run.gate
         error = {"type": "cancelled", "message": reason or "cancelled", "by": actor.name}
-        run.cancel(error=error)
         now = timezone.now()
+        if run.compensating:
+            # Its remaining compensations will not run: the run says what they leave undone.
+            error = compensation_failure(run, error)
+            run.fail_compensation(error=error)
+        else:
+            run.cancel(error=error)
         run.finished_at = now
         save_run(run)
         record_transition(actor, run, from_state, from_gate=from_gate, reason=reason)

@@ -21,9 +21,10 @@ def advance_locked(
     run: Run, actor: Actor, *, claim: bool = False, first_open: list[Step] | None = None
 ) -> Claim | None:
     """Move a locked run on: start it, stop its next step at its gate, queue it (or hand it
-    to its client), or finish the run; a run over its budget fails or its next step waits for
-    approval to continue (``runs.executor.limits``). A step the step policy refused (outside
-    the run's grants, or denied by a rule) ends ``refused`` first, before any gate.
+    to its client), or finish the run (a compensating run: ``compensated``); a run over its
+    budget fails or its next step waits for approval to continue (``runs.executor.limits``),
+    but for a compensating step. A step the step policy refused (outside the run's grants, or
+    denied by a rule) ends ``refused`` first, before any gate.
 
     The caller holds the run's row lock inside a transaction. Does nothing while a step is in
     flight (waiting at a gate, queued, running or waiting to retry) or the run is not active.
@@ -43,7 +44,11 @@ def advance_locked(
     if step is not None and step.status != StepStatus.PENDING:
         return None
     if step is None:
-        if agent_for(run.agent).is_finished(run):
+        if run.compensating:
+            # Its last compensating step succeeded: every compensable effect is undone.
+            run.finished_at = timezone.now()
+            transition(run, "finish_compensation", actor=actor)
+        elif agent_for(run.agent).is_finished(run):
             run.finished_at = timezone.now()
             transition(run, "succeed", actor=actor)
         return None
@@ -51,7 +56,8 @@ def advance_locked(
         # Refused before any gate (a budget's included): the next step may go on at once.
         step_refuse_locked(run=run, step=step, actor=actor)
         return advance_locked(run, actor, claim=claim)
-    if budget_gates_step_locked(run, step, actor):
+    # Undoing what a run did is not held to the budget it may have crossed doing it.
+    if step.compensates_id is None and budget_gates_step_locked(run, step, actor):
         return None
     if step.gate:
         gate_open_locked(run, step, actor)

@@ -18,10 +18,12 @@ from runs import gates
 from runs.agents import agent_for
 from runs.executor.finish import fail_run_locked
 from runs.executor.handover import hand_over_locked
+from runs.executor.ledger import ledger_accepted
+from runs.executor.outcome import succeed_locked
 from runs.models import Executor, Run, Step
 from runs.policy import call_refusal
 from runs.statuses import OPEN_STEP_STATUSES, StepStatus
-from runs.store.writes import step_change
+from runs.store.writes import step_change, step_change_later
 from runs.tools import get_tool, schema_problem
 from runs.transitions import lock_steps, record_event, transition
 from runs.wakeups import advance_run_on_commit, execute_step_on_commit
@@ -36,11 +38,56 @@ def gate_open_locked(run: Run, step: Step, actor: Actor) -> None:
     transition(run, "wait", actor=actor, gate=kind.name, payload={"step": step.index})
 
 
+def gate_hold_result_locked(
+    run: Run, step: Step, actor: Actor, *, result: Any, error: dict[str, Any], now: Any
+) -> bool:
+    """Hold a running step whose ``result`` failed a validator that gates (``error``: its
+    rule, path and message) at a gate for a person, result kept: the step policy escalates
+    its classification (``StepPolicy.escalate``), the step and run move to waiting and the
+    kind opens. Returns False, holding nothing, when no gate kind can (no policy escalates,
+    or the step already passed a gate: one gate a step); the caller fails it instead."""
+    if step.gate:
+        return False
+    reason = f"its result failed validation: {error['message']} (at {error['path']})"
+    request = gates.StepRequest(step.tool, step.args, declared_risk=step.declared_risk)
+    klass = gates.step_policy().escalate(request, gates.Classification(step.risk), reason)
+    if klass is None:
+        return False
+    step_change_later(step.pk, {"gate": klass.gate, "gate_params": klass.params})
+    step.gate, step.gate_params = klass.gate, klass.params
+    transition(
+        step,
+        "hold_result",
+        actor=actor,
+        result=result,
+        error=error,
+        now=now,
+        payload={"error": error},
+    )
+    kind = gates.kind(step.gate)
+    kind.open(run=run, step=step, actor=actor)
+    transition(run, "wait", actor=actor, gate=kind.name, payload={"step": step.index})
+    return True
+
+
+def _holds_result(step: Step) -> bool:
+    error = step.error or {}
+    return step.status == StepStatus.WAITING and error.get("type") == "validation_failed"
+
+
 def gate_satisfied_locked(*, run: Run, step: Step, actor: Actor) -> None:
     """The gate a waiting step of a waiting run stood at let it through: the step is queued
     (sent to the workers after commit), or made ``ready`` for its client, and the run goes
     on. A step that waited because the run crossed its budget grants the run one more
-    allowance (``runs.budget``)."""
+    allowance (``runs.budget``). A step holding a result that failed validation
+    (``gate_hold_result_locked``) succeeds with that result instead: its tool is not called
+    again."""
+    if _holds_result(step):
+        ledger_accepted(step)
+        transition(run, "unblock", actor=actor)
+        succeed_locked(run, step, step.result, actor, now=timezone.now(), accepted=True)
+        advance_run_on_commit(run.pk)
+        return
     if step.budget_crossing:
         run.budget_grants += 1
         record_event(actor, run, "budget_granted", grants=run.budget_grants, step=step.index)
@@ -74,12 +121,14 @@ def gate_refused_locked(*, run: Run, step: Step, actor: Actor, error: dict[str, 
 
     An agent that replans (a client app) takes it as the call's outcome: the run goes on and
     is woken to run what the agent appends next. For the others (a fixed plan, a recorded
-    transcript) nothing after the step can run: its pending steps are skipped and the run
-    fails with the error, the step's index and tool added."""
+    transcript, and any compensating run) nothing after the step can run: its pending steps
+    are skipped and the run fails with the error, the step's index and tool added (a
+    compensating run ends ``compensation_failed``)."""
     transition(
         step, "reject", actor=actor, error=error, now=timezone.now(), payload={"error": error}
     )
-    if agent_for(run.agent).replans_after_refusal:
+    # A refused compensation is not the agent's to replan: what it was to undo stays done.
+    if agent_for(run.agent).replans_after_refusal and not run.compensating:
         transition(run, "unblock", actor=actor, payload={"refused": step.index})
         advance_run_on_commit(run.pk)
         return

@@ -4,7 +4,10 @@ This module alone writes it.
 A claim opens the row of its step's key as ``started`` before the tool is called; recording
 the outcome settles it. A key already ``succeeded`` returns its recorded result instead of
 calling the tool again; a non-idempotent call whose row is still ``started`` (its outcome is
-unknown) is never repeated. A client step's row is opened and settled by its client's reports
+unknown) is never repeated. A result that failed its tool's validators is kept as ``invalid``:
+the tool is called again only when asked (a validator that declares a retry, an operator's
+resume), and a reviewer who accepts it makes it ``succeeded`` (``ledger_accepted``).
+A client step's row is opened and settled by its client's reports
 (``ledger_report``); an operator settles a call whose outcome was unknown
 (``ledger_settled_by_operator``).
 """
@@ -62,9 +65,12 @@ def ledger_open(run: Run, step: Step, now: Any) -> tuple[str, Any]:
     return (REPLAY if replay else CALL), None
 
 
-def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any) -> None:
+def ledger_settle(
+    step: Step, plan: str, outcome: Outcome, now: Any, *, invalid: bool = False
+) -> None:
     """Record the outcome of the call ``step`` (as claimed) made under ``plan``; an unknown
-    outcome leaves the row ``started``.
+    outcome leaves the row ``started``; a result that failed validation (``invalid``) is kept
+    as ``invalid``.
 
     Only while the row still belongs to this attempt: a late attempt (its lease expired and a
     later attempt re-opened the row) must not overwrite what the later attempt records.
@@ -75,7 +81,11 @@ def ledger_settle(step: Step, plan: str, outcome: Outcome, now: Any) -> None:
         step.idempotency_key,
         step.attempts,
         {
-            "status": CallStatus.SUCCEEDED if outcome.ok else CallStatus.FAILED,
+            "status": (
+                (CallStatus.INVALID if invalid else CallStatus.SUCCEEDED)
+                if outcome.ok
+                else CallStatus.FAILED
+            ),
             "result": outcome.result if outcome.ok else None,
             "duration_ms": outcome.duration_ms,
             "finished_at": now,
@@ -130,4 +140,12 @@ def ledger_settled_by_operator(step: Step, *, happened: bool, result: Any, settl
         result=result,
         report={"settled": settled},
         finished_at=timezone.now(),
+    )
+
+
+def ledger_accepted(step: Step) -> None:
+    """A reviewer accepted the result of ``step``'s call that failed validation: its ledger
+    row is ``succeeded`` (a later attempt returns that result)."""
+    ToolCall.objects.filter(idempotency_key=step.idempotency_key, status=CallStatus.INVALID).update(
+        status=CallStatus.SUCCEEDED
     )

@@ -49,6 +49,7 @@ def succeed_locked(
     now: Any,
     tool_error: bool = False,
     settled: dict[str, Any] | None = None,
+    accepted: bool = False,
     row_status: str = "",
     **payload: Any,
 ) -> None:
@@ -56,7 +57,9 @@ def succeed_locked(
     checkpoint (the run's state after it, from its agent) inserted, the run written; the
     caller advances the run. A running step succeeds (``tool_error``: the tool answered with
     an error, the step still completed); with ``settled`` (who, whether it happened, why) a
-    failed step whose outcome was unknown does (an operator settled it). ``row_status`` is the
+    failed step whose outcome was unknown does (an operator settled it); with ``accepted`` a
+    waiting step holding a result that failed validation does (a reviewer accepted it,
+    ``runs.executor.gates.gate_satisfied_locked``). ``row_status`` is the
     status its row holds when that is not its status now (a client's report moves it ready →
     running → succeeded with one write). ``payload`` goes to the ``step.succeeded`` audit
     event, with ``attempt``.
@@ -64,14 +67,16 @@ def succeed_locked(
     Raises:
         ConcurrentTransition: the step's or run's row changed since it was read.
     """
-    if settled is None:
+    if accepted:
+        name, fields, payload = "accept_result", {}, {"accepted": step.error}
+    elif settled is None:
         name, fields = "succeed", {"tool_error": tool_error}
         payload = {"attempt": step.attempts, **payload, **tool_error_mark(tool_error)}
     else:
         name, fields, payload = "settle_happened", {}, {"settled": settled}
-    from_state = transition(
-        step, name, actor=actor, save=False, result=result, now=now, payload=payload, **fields
-    )
+    if not accepted:
+        fields["result"] = result
+    from_state = transition(step, name, actor=actor, save=False, now=now, payload=payload, **fields)
     save_step(step, status_was=row_status or from_state)
     run.state = agent_for(run.agent).checkpoint_state(
         run, index=step.index, tool=step.tool, result=result

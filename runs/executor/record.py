@@ -19,14 +19,22 @@ from artifacts.services import offload_large_result
 from runs.executor.advance import advance_locked
 from runs.executor.call import Outcome, call_tool, structured_error
 from runs.executor.claim import Claim
-from runs.executor.ledger import LEDGER, REPLAY, UNKNOWN, ledger_settle
+from runs.executor.gates import gate_hold_result_locked
+from runs.executor.ledger import CALL, LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.executor.outcome import fail_or_retry, succeed_locked
 from runs.models import Run, Step
 from runs.statuses import AttemptStatus, StepStatus
 from runs.store.step import Ahead, StaleAhead, check_ahead, leave_ahead, lock_for_record
 from runs.store.transaction import pipelined_atomic
 from runs.store.writes import attempt_finish
-from runs.tools import ToolContext, get_tool, tool_error_of
+from runs.tools import (
+    ToolContext,
+    ValidationFailure,
+    get_tool,
+    tool_error_of,
+    validation_failure,
+)
+from runs.tools.validators import GATE
 
 logger = logging.getLogger(__name__)
 
@@ -150,15 +158,27 @@ def _record_locked(
     """The writes of ``record_outcome`` to the locked (or checked) ``run``, its claimed
     ``step`` and its first other open step (``upcoming``)."""
     now = timezone.now()
-    ledger_settle(claim.step, claim.plan, outcome, now)
+    failure = _validation_failure(claim, outcome)
+    ledger_settle(claim.step, claim.plan, outcome, now, invalid=failure is not None)
+    error = outcome.error
+    if failure is not None:
+        error = {
+            **structured_error(
+                "validation_failed",
+                "",
+                attempt=claim.step.attempts,
+                retryable=failure.validator.retry,
+            ),
+            **failure.as_error(),
+        }
     attempt_finish(
         step.pk,
         claim.step.attempts,
         {
-            "status": AttemptStatus.SUCCEEDED if outcome.ok else AttemptStatus.FAILED,
+            "status": AttemptStatus.SUCCEEDED if error is None else AttemptStatus.FAILED,
             "finished_at": now,
             "duration_ms": outcome.duration_ms,
-            "error": outcome.error,
+            "error": error,
         },
     )
     if step.status != StepStatus.RUNNING or step.attempts != claim.step.attempts:
@@ -166,6 +186,13 @@ def _record_locked(
         # effect are on record above, but this outcome no longer moves the step.
         return None
     run.duration_ms += outcome.duration_ms
+    if failure is not None and error is not None:
+        if failure.validator.on_failure == GATE and gate_hold_result_locked(
+            run, step, actor, result=outcome.result, error=error, now=now
+        ):
+            return None
+        fail_or_retry(run, step, error, actor, now)
+        return None
     if not outcome.ok:
         fail_or_retry(run, step, outcome.error or {}, actor, now)
         return None
@@ -182,6 +209,20 @@ def _record_locked(
         from_ledger=outcome.from_ledger,
     )
     return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
+
+
+def _validation_failure(claim: Claim, outcome: Outcome) -> ValidationFailure | None:
+    """How the result of a tool agentops just called fails its tool's validators, if it
+    does (``runs.tools.validators``). Only a call's own answer is checked: not a tool error
+    (an answer for the agent), a recorded result the ledger returns (checked when it was
+    recorded) or a transcript's replayed output."""
+    step = claim.step
+    tool = get_tool(step.tool)
+    if tool is None or not tool.validators or claim.plan != CALL or not outcome.ok:
+        return None
+    if tool_error_of(step.tool, outcome.result):
+        return None
+    return validation_failure(tool.validators, outcome.result)
 
 
 def _record_with_retries(

@@ -23,7 +23,14 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 from agentops.fields import DeepJSONField
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
-from runs.models.choices import CLIENT_DRIVEN, AgentKind, Executor, OnBudgetExceeded, Risk
+from runs.models.choices import (
+    CLIENT_DRIVEN,
+    AgentKind,
+    Executor,
+    OnBudgetExceeded,
+    OnFailure,
+    Risk,
+)
 from runs.models.conversation import Compaction, Message
 from runs.models.idempotency import IdempotencyKey, IdempotencyKeyStatus
 from runs.models.prompts import MAX_NAME, MAX_VERSION, SystemPrompt
@@ -73,6 +80,7 @@ __all__ = [
     "Message",
     "ModelCall",
     "OnBudgetExceeded",
+    "OnFailure",
     "PurgeStatus",
     "RetentionAction",
     "RetentionPolicy",
@@ -94,6 +102,15 @@ __all__ = [
     "state_etag",
     "state_hash",
 ]
+
+
+# django-fsm conditions: called with the instance (typed as any model by its stubs).
+def _compensating(run: models.Model) -> bool:
+    return bool(getattr(run, "compensating", False))
+
+
+def _not_compensating(run: models.Model) -> bool:
+    return not _compensating(run)
 
 
 class Run(ConcurrentTransitionMixin, models.Model):
@@ -136,6 +153,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         "version",
         "error",
         "client_done",
+        "compensating",
         "budget_grants",
         "state",
         "message_count",
@@ -235,6 +253,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
     version = models.PositiveIntegerField(default=0)
     error = models.JSONField(null=True, blank=True)
     client_done = models.BooleanField(default=False)
+    compensating = models.BooleanField(default=False, db_default=False)
+    on_failure = models.CharField(
+        max_length=16, choices=OnFailure.choices, default=OnFailure.STOP, db_default=OnFailure.STOP
+    )
     step_limit = models.PositiveIntegerField(default=500)
     deadline = models.DateTimeField(null=True, blank=True)
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
@@ -301,7 +323,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
         """waiting → running: the gate its step waited at was satisfied."""
         self.gate = ""
 
-    @transition(field=status, source=RunStatus.RUNNING, target=RunStatus.SUCCEEDED)
+    @transition(
+        field=status,
+        source=RunStatus.RUNNING,
+        target=RunStatus.SUCCEEDED,
+        conditions=[_not_compensating],
+    )
     def succeed(self) -> None:
         """running → succeeded: every step succeeded and the agent has nothing more."""
         self.error = None
@@ -310,6 +337,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         field=status,
         source=[RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.FAILED,
+        conditions=[_not_compensating],
     )
     def fail(self, error: dict[str, Any]) -> None:
         """running|waiting → failed, keeping ``error`` (type, message, ...)."""
@@ -320,6 +348,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         field=status,
         source=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING],
         target=RunStatus.CANCELLED,
+        conditions=[_not_compensating],
     )
     def cancel(self, error: dict[str, Any]) -> None:
         """queued|running|waiting → cancelled, keeping who cancelled and why."""
@@ -330,6 +359,38 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def resume(self) -> None:
         """failed → running: continue from the failed step (completed steps are kept)."""
         self.error = None
+
+    @transition(
+        field=status,
+        source=[RunStatus.FAILED, RunStatus.CANCELLED],
+        target=RunStatus.RUNNING,
+        conditions=[_not_compensating],
+    )
+    def compensate(self) -> None:
+        """failed|cancelled → running, compensating: its compensating steps run next (in
+        reverse order of the steps they undo); ``error`` keeps why the run stopped. Once."""
+        self.compensating = True
+
+    @transition(
+        field=status,
+        source=RunStatus.RUNNING,
+        target=RunStatus.COMPENSATED,
+        conditions=[_compensating],
+    )
+    def finish_compensation(self) -> None:
+        """running (compensating) → compensated: every compensating step succeeded."""
+
+    @transition(
+        field=status,
+        source=[RunStatus.RUNNING, RunStatus.WAITING],
+        target=RunStatus.COMPENSATION_FAILED,
+        conditions=[_compensating],
+    )
+    def fail_compensation(self, error: dict[str, Any]) -> None:
+        """running|waiting (compensating) → compensation_failed, keeping ``error`` (type,
+        message, ``left_undone``: the steps whose effects remain)."""
+        self.error = error
+        self.gate = ""
 
 
 class Step(ConcurrentTransitionMixin, models.Model):
@@ -356,6 +417,9 @@ class Step(ConcurrentTransitionMixin, models.Model):
     or a ``deny`` risk rule); the step then ends ``refused`` when its turn comes.
     ``policy_version`` is the version of its project's policy the step was classified under
     (``projects.models.Project.policy_version``; None: classified before versions existed).
+    ``compensates`` is the step a compensating step undoes (``runs.control.compensation``;
+    None for the others): its tool, arguments and idempotency key come from that step's
+    declared compensation (``runs.tools.compensation_of``).
     ``recorded_result`` holds the recorded output a transcript step replays instead of calling
     a tool (None for live tools).
     ``tool_error`` marks a succeeded step whose tool answered with an error instead of a
@@ -417,6 +481,15 @@ class Step(ConcurrentTransitionMixin, models.Model):
     recorded_result = models.JSONField(null=True, blank=True)
     refusal = models.JSONField(null=True, blank=True)
     policy_version = models.PositiveIntegerField(null=True, blank=True)
+    compensates = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.CASCADE,
+        related_name="compensation",
+        help_text="The step of the same run this step undoes (None: not a compensation).",
+    )
     status = FSMField(
         max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING, protected=True
     )
@@ -551,6 +624,21 @@ class Step(ConcurrentTransitionMixin, models.Model):
         self.error = None
         self.finished_at = now
         self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.WAITING)
+    def hold_result(self, *, result: Any, error: dict[str, Any], now: Any) -> None:
+        """running → waiting: its ``result`` failed a validator that holds it at a gate
+        (``runs.tools.validators``); ``error`` says which rule and where."""
+        self.result = result
+        self.error = error
+        self.finished_at = now
+        self.lease_owner, self.lease_expires_at = "", None
+
+    @transition(field=status, source=StepStatus.WAITING, target=StepStatus.SUCCEEDED)
+    def accept_result(self, *, now: Any) -> None:
+        """waiting (its result held) → succeeded: a reviewer accepted the result it holds."""
+        self.error = None
+        self.finished_at = now
 
     @transition(field=status, source=StepStatus.RUNNING, target=StepStatus.WAITING_RETRY)
     def schedule_retry(self, *, error: dict[str, Any], next_attempt_at: Any, now: Any) -> None:

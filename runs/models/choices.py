@@ -41,3 +41,10 @@ class OnBudgetExceeded(models.TextChoices):
 
     FAIL = "fail", "Fail the run"
     APPROVE = "approve", "Ask a reviewer to continue"
+
+
+class OnFailure(models.TextChoices):
+    """What a run's failure does (``runs.control.compensation``)."""
+
+    STOP = "stop", "Stop (an operator may compensate)"
+    COMPENSATE = "compensate", "Compensate its steps"

@@ -16,7 +16,13 @@ class RetentionAction(models.TextChoices):
 
 
 def _terminal_statuses() -> list[str]:
-    return [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED]
+    return [
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.COMPENSATED,
+        RunStatus.COMPENSATION_FAILED,
+    ]
 
 
 class RetentionPolicy(models.Model):

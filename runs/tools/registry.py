@@ -24,6 +24,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runs.tools.schemas import schema_problem
+from runs.tools.validators import Validator
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ class Tool:
     it twice with the same idempotency key has the effect of one call (the outside system
     deduplicates by key), so a call whose outcome is unknown may be repeated. ``error_when``
     (optional) is its error form: a result it holds true for is a tool error. ``key_args``
-    names the arguments a reviewer's inbox shows on a call's line (empty: the first few)."""
+    names the arguments a reviewer's inbox shows on a call's line (empty: the first few).
+    ``validators`` check each result it returns (``runs.tools.validators``), in order."""
 
     name: str
     fn: ToolFn
@@ -112,6 +114,7 @@ class Tool:
     preview: PreviewFn | None = None
     error_when: ErrorWhen | None = None
     key_args: tuple[str, ...] = ()
+    validators: tuple[Validator, ...] = ()
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -141,6 +144,7 @@ def register(
     preview: PreviewFn | None = None,
     error_when: ErrorWhen | None = None,
     key_args: tuple[str, ...] = (),
+    validators: tuple[Validator, ...] = (),
 ) -> Callable[[ToolFn], ToolFn]:
     """Decorator registering ``fn`` as the tool ``name``.
 
@@ -149,6 +153,7 @@ def register(
     it; reviewers see it on the call's approval card (``runs.tools.preview.tool_preview``).
     ``error_when`` (optional, ``ErrorWhen``) is the tool's error form (``tool_error_of``).
     ``key_args`` (optional) names the arguments the approvals inbox shows on a call's line.
+    ``validators`` (optional) check its results (``runs.tools.validators``).
 
     Raises:
         ValueError: ``name`` is taken, or the schema is not a valid JSON Schema.
@@ -172,6 +177,7 @@ def register(
             preview=preview,
             error_when=error_when,
             key_args=key_args,
+            validators=tuple(validators),
         )
         return fn
 

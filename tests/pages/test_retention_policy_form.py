@@ -28,7 +28,13 @@ def _checkboxes(html: str) -> dict[str, bool]:
 
 def test_the_form_offers_a_checkbox_per_terminal_status(admin_client):
     html = admin_client.get(reverse("admin:runs_retentionpolicy_add")).content.decode()
-    assert _checkboxes(html) == {"succeeded": True, "failed": True, "cancelled": True}
+    assert _checkboxes(html) == {
+        "succeeded": True,
+        "failed": True,
+        "cancelled": True,
+        "compensated": True,
+        "compensation_failed": True,
+    }
     assert "<textarea" not in html
     assert "expire after the TTL" in html
 
@@ -43,7 +49,13 @@ def test_the_checked_statuses_are_saved_and_shown_again(admin_client):
     assert policy.statuses == ["succeeded", "cancelled"]
     change = reverse("admin:runs_retentionpolicy_change", args=[policy.pk])
     html = admin_client.get(change).content.decode()
-    assert _checkboxes(html) == {"succeeded": True, "failed": False, "cancelled": True}
+    assert _checkboxes(html) == {
+        "succeeded": True,
+        "failed": False,
+        "cancelled": True,
+        "compensated": False,
+        "compensation_failed": False,
+    }
 
 
 @pytest.mark.parametrize(

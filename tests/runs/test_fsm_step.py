@@ -30,6 +30,8 @@ KWARGS: dict[str, dict[str, Any]] = {
     "hand_back": {"error": ERROR, "now": NOW},
     "retry_by_client": {"now": NOW},
     "settle_happened": {"result": {"ok": True}, "now": NOW},
+    "hold_result": {"result": {"ok": False}, "error": ERROR, "now": NOW},
+    "accept_result": {"now": NOW},
 }
 METHODS = [
     "wait",
@@ -48,6 +50,8 @@ METHODS = [
     "hand_back",
     "retry_by_client",
     "settle_happened",
+    "hold_result",
+    "accept_result",
 ]
 S = StepStatus
 # (source, method) → target, as ARCHITECTURE.md's step state model says.
@@ -58,6 +62,8 @@ ALLOWED = {
     (S.WAITING_RETRY, "enqueue"): S.QUEUED,
     (S.QUEUED, "claim"): S.RUNNING,
     (S.RUNNING, "succeed"): S.SUCCEEDED,
+    (S.RUNNING, "hold_result"): S.WAITING,
+    (S.WAITING, "accept_result"): S.SUCCEEDED,
     (S.RUNNING, "schedule_retry"): S.WAITING_RETRY,
     (S.RUNNING, "fail"): S.FAILED,
     (S.FAILED, "retry"): S.QUEUED,

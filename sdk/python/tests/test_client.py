@@ -15,6 +15,7 @@ from agentops_client import (
     IdempotencyMismatch,
     Rejected,
     Retry,
+    Run,
     ServerError,
     StepFailed,
     ToolFailed,
@@ -245,3 +246,17 @@ def test_messages_are_read_in_pages_and_the_context_compacted():
     assert run(client.compact(RUN)) == made
     bodies = [json.loads(r.content) for r in posts(server)]
     assert bodies == [{"summary": "s", "first": 1, "last": 5}, {}]
+
+
+@pytest.mark.parametrize(
+    ("status", "finished"),
+    [
+        ("running", False),
+        ("failed", True),
+        ("compensated", True),
+        ("compensation_failed", True),
+    ],
+)
+def test_a_compensated_run_has_finished(status, finished):
+    run = Run.from_json({"id": "r1", "status": status, "goal": "g", "project": "default"})
+    assert run.finished is finished

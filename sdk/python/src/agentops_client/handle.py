@@ -161,7 +161,7 @@ class AsyncRunHandle:
             return await self.client.get_run(self.run_id)
 
     async def wait_finished(self, *, timeout: float | None = None) -> Run:
-        """The run once it succeeded, failed or was cancelled.
+        """The run once it ended (``Run.finished``).
 
         Raises:
             TimeoutError: ``timeout`` seconds passed first.

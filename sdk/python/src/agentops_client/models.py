@@ -7,6 +7,8 @@ from typing import Any
 
 # A step in one of these statuses has nothing more to wait for.
 SETTLED = frozenset({"ready", "succeeded", "failed", "rejected", "refused", "skipped", "cancelled"})
+# The statuses a run ends in.
+FINISHED = frozenset({"succeeded", "failed", "cancelled", "compensated", "compensation_failed"})
 # Refused calls: by a reviewer (``rejected``), or before any gate because the run's grants or
 # a deny rule do not allow them (``refused``, error type ``not_granted``).
 REFUSED = frozenset({"rejected", "refused"})
@@ -94,7 +96,10 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        return self.status in ("succeeded", "failed", "cancelled")
+        """Whether the run has ended: succeeded, failed, cancelled, compensated or its
+        compensation failed (a failed or cancelled run may be compensated later: it runs
+        again, its compensating steps only)."""
+        return self.status in FINISHED
 
 
 @dataclass(frozen=True)
