@@ -64,7 +64,9 @@ def test_an_operator_compensates_a_failed_run_and_watches_it_live(
         expect(charged.locator("[data-undone-by]")).to_have_attribute(
             "data-undo-status", "succeeded"
         )
-        expect(page.locator("[data-run-status]")).to_have_text("compensated")
+        expect(page.locator("[data-run-status]")).to_have_attribute(
+            "data-run-status", "compensated"
+        )
         expect(page.locator("[data-tl-undoes='0']")).to_contain_text(re.compile(r"#2 test_refund"))
         assert page.evaluate("window.__noReload") == 1
         assert page.locator("[data-action=compensate]").count() == 0
