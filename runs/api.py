@@ -46,6 +46,7 @@ from runs.conversation_serializers import (
 from runs.executor import client
 from runs.filters import RunFilter
 from runs.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent, idempotent_action
+from runs.identity_serializers import identity_fields
 from runs.models import AgentSession, Compaction, Run
 from runs.serializers import (
     AppendStepSerializer,
@@ -62,7 +63,6 @@ from runs.serializers import (
     StepReportSerializer,
     StepSerializer,
     ToolSerializer,
-    identity_fields,
 )
 from runs.state_api import BAD_INPUT, StateEndpoints
 from runs.tools import all_tools

@@ -13,11 +13,11 @@ from agentops.serializers import FieldsBuiltOnce
 from runs.context_selectors import ActiveContext
 from runs.control.compaction import MAX_SUMMARY_CHARS
 from runs.control.conversation import MAX_MESSAGES
+from runs.identity_serializers import IdentityInputSerializer
 from runs.models import (
     Compaction,
     Message,
 )
-from runs.serializers import IdentityInputSerializer
 
 
 class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer[Message]):

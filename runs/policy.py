@@ -63,6 +63,21 @@ def _context(
     return PolicyContext(project_id, version, tuple(grants))
 
 
+def fixed_grants(*, grant: Any, token_grant: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The grants fixed on a new run (``Run.grants``): ``[{"source": "run" | "token",
+    "grant"}]`` for the run's own ``grant`` (as the client sent it) and the creating token's
+    (already parsed), each when given.
+
+    Raises:
+        InvalidInput: ``grant`` is malformed (``agentops.grants.parse_grant``).
+    """
+    return [
+        {"source": source, "grant": value}
+        for source, value in (("run", parse_grant(grant)), ("token", token_grant))
+        if value is not None
+    ]
+
+
 def run_policy(run: Run) -> PolicyContext:
     """The policy the calls of ``run`` (a row read with its ``grants``) are classified under
     now: one query of its project's grant and version (two with a session, for its

@@ -11,7 +11,6 @@ from django.conf import settings
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
-from agentops.grants import parse_grant
 from audit.services import audited_atomic
 from projects.models import Project, default_project_id
 from runs.agents import StepSpec, agent_for
@@ -33,7 +32,7 @@ from runs.models import (
     StateSchema,
     Step,
 )
-from runs.policy import PolicyContext, run_policy, run_policy_of
+from runs.policy import PolicyContext, fixed_grants, run_policy, run_policy_of
 from runs.selectors import run_as_created
 from runs.store.step import lock_for_append
 from runs.store.transaction import pipelined_atomic
@@ -278,11 +277,7 @@ def run_create(
     if on_failure not in OnFailure.values:
         raise InvalidInput(f"on_failure must be one of {OnFailure.values}", field="on_failure")
     reported = parse_identity(identity or {})
-    grants = [
-        {"source": source, "grant": value}
-        for source, value in (("run", parse_grant(grant)), ("token", token_grant))
-        if value is not None
-    ]
+    grants = fixed_grants(grant=grant, token_grant=token_grant)
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInput("goal must be a non-empty string", field="goal")
     if metadata is None:
