@@ -92,7 +92,7 @@ class MemoryItem(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
-    # What a put that replaces the item writes (``memory.services.ItemRows.update``; the
+    # What a put that replaces the item writes (``memory.rows.ItemRows.update``; the
     # ``search_vector`` follows ``text`` in the same transaction).
     UPDATED_FIELDS = (
         "value",

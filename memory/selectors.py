@@ -21,7 +21,7 @@ from agentops.errors import InvalidInput
 from agentops.storable import require_storable
 from memory.models import MemoryItem, MemoryVersion
 from memory.namespaces import matches, namespace_labels, namespace_path
-from memory.services import SEARCH_CONFIG
+from memory.rows import SEARCH_CONFIG
 
 MAX_LIMIT: Final = 100
 MAX_OFFSET: Final = 10_000

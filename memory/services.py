@@ -10,10 +10,9 @@ Every write may name the version it was made against (``if_match``: the item's E
 from __future__ import annotations
 
 import uuid
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import orjson
 from django.db import IntegrityError, transaction
@@ -26,6 +25,7 @@ from audit.services import audit_record, audited_atomic
 from memory.models import MemoryItem, MemoryOperation, MemoryVersion, memory_chain
 from memory.namespaces import namespace_labels, namespace_path
 from memory.provenance import NONE, Provenance
+from memory.rows import item_rows
 from projects.models import Project
 
 # Limits of one item (the value's canonical JSON in bytes, UTF-8; the rest in characters).
@@ -37,70 +37,6 @@ MAX_TAG_CHARS: Final = 100
 MAX_REASON_CHARS: Final = 2000
 # The longest time to live: ten years, in seconds.
 MAX_TTL_SECONDS: Final = 10 * 365 * 24 * 3600
-# PostgreSQL's text search configuration for memory (stemmed English: "prefers" finds
-# "preference"); queries must use the same one.
-SEARCH_CONFIG: Final = "english"
-
-
-def search_vector_sql() -> str:
-    """The UPDATE (PostgreSQL) that sets the ``search_vector`` of the item whose id is its one
-    ``%s`` parameter from its ``text`` (configuration ``SEARCH_CONFIG``)."""
-    table = MemoryItem._meta.db_table
-    return (
-        f"UPDATE {table} SET search_vector = to_tsvector('{SEARCH_CONFIG}', text) "  # noqa: S608
-        "WHERE id = %s"
-    )
-
-
-class ItemRows(Protocol):
-    """How ``memory_put`` and the history of every write reach the database: through the
-    persistence seam (``runs.store.memory.SeamItemRows``, installed at start-up by the runs
-    app, which sits above this one: ``memory_use_rows``). On PostgreSQL a put costs a round
-    trip for its locked reads (the item, its audit chain's head, an event id) and one for
-    its writes and audit event, besides BEGIN and COMMIT (``benchmarks/README.md``, memory).
-    """
-
-    def transaction(self) -> AbstractContextManager[object]:
-        """``audit.services.audited_atomic``, its statements pipelined where it can."""
-        ...
-
-    def locked_item(
-        self, *, project_id: int, path: str, key: str, new_chain: str
-    ) -> MemoryItem | None:
-        """The item ``key`` at ``path`` of project ``project_id``, locked until the
-        transaction ends (None: none); with ``new_chain`` (the audit chain the item will have
-        if it is created), in the same round trip, that chain's head, locked, and an event id
-        reserved (``runs.store.audit.prefetch_chains``)."""
-        ...
-
-    def insert(self, row: MemoryItem | MemoryVersion) -> None:
-        """INSERT a new item (its ``search_vector`` set from its text) or version, the key
-        the database gives a version not read back (its ``pk`` stays None)."""
-        ...
-
-    def update(self, item: MemoryItem) -> None:
-        """UPDATE ``item``'s row with its ``UPDATED_FIELDS`` (and ``search_vector`` from its
-        text) if it still has the version before this write.
-
-        Raises:
-            ConcurrentTransition: it has not (never: the caller holds its row lock).
-        """
-        ...
-
-
-_rows: list[ItemRows] = []
-
-
-def memory_use_rows(rows: ItemRows) -> None:
-    """Read and write memory items through ``rows`` from now on, in this process (the runs
-    app installs the seam's at start-up: ``RunsConfig.ready``)."""
-    _rows[:] = [rows]
-
-
-def _item_rows() -> ItemRows:
-    if not _rows:
-        raise RuntimeError("memory's rows are installed at start-up by the runs app")
-    return _rows[0]
 
 
 @dataclass(frozen=True)
@@ -221,7 +157,7 @@ def _record(
         actor_name=actor.name,
         created_at=now,
     )
-    _item_rows().insert(kept)
+    item_rows().insert(kept)
     payload: dict[str, Any] = {
         "namespace": list(item.namespace),
         "key": item.key,
@@ -264,7 +200,7 @@ def _live_locked(
 ) -> MemoryItem | None:
     """The item at ``path``/``key``, locked; an expired one is deleted first (None). With
     ``new_chain``, the head of the chain a new item would have is read with it."""
-    rows = _item_rows()
+    rows = item_rows()
     item = rows.locked_item(project_id=project.pk, path=path, key=key, new_chain=new_chain)
     if item is not None and item.expires_at is not None and item.expires_at <= now:
         _expire_locked(item, now)
@@ -365,7 +301,7 @@ class _Put:
 
     def write(self) -> Written:
         """The put's transaction: lock, check, write, keep the version, audit."""
-        rows = _item_rows()
+        rows = item_rows()
         # A new item's id is chosen first: its audit chain's head is read with the lock.
         new_id = uuid.uuid4()
         with rows.transaction():

@@ -13,7 +13,7 @@ class RunsConfig(AppConfig):
         from artifacts.retention import ArtifactRows
         from audit.services import audit_use_statements
         from memory.retention import MemoryProvenanceRows
-        from memory.services import memory_use_rows
+        from memory.rows import memory_use_rows
         from runs import retention, wakeups
         from runs.control.compaction import load_summarizer
         from runs.control.compensation import compensate_after_failure

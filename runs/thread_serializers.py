@@ -17,7 +17,8 @@ from rest_framework import serializers
 
 from agentops.api import StrictSerializer
 from agentops.serializers import FieldsBuiltOnce
-from runs.control.threads import PRUNE_STRATEGIES, Blob, PendingWrite, Serialized
+from runs.control.thread_retention import PRUNE_STRATEGIES
+from runs.control.threads import Blob, PendingWrite, Serialized
 from runs.models.threads import MAX_NAME_CHARS
 from runs.thread_selectors import MAX_PAGE
 

@@ -24,7 +24,7 @@ from rest_framework.response import Response
 
 from agentops.api import ErrorSerializer, actor_for
 from projects.api import ProjectActionPermissions, access_for, project_id_for_create
-from runs.control import threads
+from runs.control import thread_retention, threads
 from runs.models import AgentSession
 from runs.thread_selectors import MAX_PAGE, thread_checkpoints
 from runs.thread_serializers import (
@@ -132,12 +132,14 @@ class ThreadViewSet(viewsets.ViewSet):
     # Not named ``delete``: a view's ``delete`` method is its HTTP DELETE handler.
     @action(detail=False, methods=["post"], url_path="delete")
     def delete_thread(self, request: Request) -> Response:
-        """``runs.control.threads.thread_delete``."""
+        """``runs.control.thread_retention.thread_delete``."""
         body = ThreadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), ["runs.drive_run"])
-        count = threads.thread_delete(actor=actor_for(request), project_id=project, **fields)
+        count = thread_retention.thread_delete(
+            actor=actor_for(request), project_id=project, **fields
+        )
         return Response({"count": count})
 
     @extend_schema(
@@ -154,13 +156,15 @@ class ThreadViewSet(viewsets.ViewSet):
     )
     @action(detail=False, methods=["post"])
     def copy(self, request: Request) -> Response:
-        """``runs.control.threads.thread_copy``."""
+        """``runs.control.thread_retention.thread_copy``."""
         body = CopyThreadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), _SAVE)
         try:
-            count = threads.thread_copy(actor=actor_for(request), project_id=project, **fields)
+            count = thread_retention.thread_copy(
+                actor=actor_for(request), project_id=project, **fields
+            )
         except AgentSession.DoesNotExist as exc:
             raise exceptions.NotFound("no such source thread") from exc
         return Response({"count": count}, status=status.HTTP_201_CREATED)
@@ -176,10 +180,12 @@ class ThreadViewSet(viewsets.ViewSet):
     )
     @action(detail=False, methods=["post"])
     def prune(self, request: Request) -> Response:
-        """``runs.control.threads.thread_prune``."""
+        """``runs.control.thread_retention.thread_prune``."""
         body = PruneSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         fields = dict(body.validated_data)
         project = _project(request, fields.pop("project", None), ["runs.drive_run"])
-        count = threads.thread_prune(actor=actor_for(request), project_id=project, **fields)
+        count = thread_retention.thread_prune(
+            actor=actor_for(request), project_id=project, **fields
+        )
         return Response({"count": count})

@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from django.db.models import Max, Q
-
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
 from agentops.storable import require_storable
@@ -27,18 +25,11 @@ from audit.services import audited_atomic
 from projects.models import Project
 from runs.control.sessions import session_create
 from runs.models import AgentSession
-from runs.models.threads import MAX_NAME_CHARS, ThreadBlob, ThreadCheckpoint, ThreadWrite
+from runs.models.threads import MAX_NAME_CHARS, ThreadWrite
 from runs.store.threads import BlobRow, checkpoint_write, lock_open_session
 from runs.store.transaction import pipelined_atomic
 from runs.transitions import lock_session, record_session_event
 
-# LangGraph's ``prune`` strategies (``BaseCheckpointSaver.prune``): keep each namespace's
-# latest checkpoint, or delete every checkpoint.
-PRUNE_STRATEGIES: Final = ("keep_latest", "delete")
-# Metadata keys a LangGraph ``DeltaChannel`` leaves in a checkpoint (langgraph-checkpoint's
-# PostgresSaver looks for the same ones): such a thread's latest value is rebuilt from its
-# older checkpoints, so keep_latest may not prune it.
-DELTA_METADATA_KEYS: Final = ("counters_since_delta_snapshot", "delta_writes_versioned")
 # LangGraph's special write channels and their fixed indexes (``WRITES_IDX_MAP``): a write
 # of these replaces an earlier one of the same task, any other write is kept as first given.
 SPECIAL_WRITE_IDX: Final = frozenset({-1, -2, -3, -4})
@@ -89,7 +80,7 @@ def thread_find(*, project_id: int, thread_id: str) -> AgentSession | None:
     return AgentSession.objects.filter(project_id=project_id, external_id=thread_id).first()
 
 
-def _thread_open(*, actor: Actor, project_id: int, thread_id: str) -> AgentSession:
+def thread_open(*, actor: Actor, project_id: int, thread_id: str) -> AgentSession:
     found = thread_find(project_id=project_id, thread_id=thread_id)
     if found is not None:
         return found
@@ -105,7 +96,7 @@ def _thread_open(*, actor: Actor, project_id: int, thread_id: str) -> AgentSessi
         return AgentSession.objects.get(project_id=project_id, external_id=thread_id)
 
 
-def _locked_open(session_id: Any) -> AgentSession:
+def locked_open(session_id: Any) -> AgentSession:
     session = lock_session(session_id)
     if not session.is_open:
         raise Conflict("the thread's session is closed: it takes no more checkpoints")
@@ -166,7 +157,7 @@ def checkpoint_put(
     known = _sessions.get(key)
     if known is None or not saved.into(known, project_id, thread_id):
         _sessions.pop(key, None)
-        session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
+        session = thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
         if not saved.into(session.pk, project_id, thread_id):
             raise AgentSession.DoesNotExist(f"thread {thread_id!r} lost its session")
         known = session.pk
@@ -273,9 +264,9 @@ def checkpoint_writes_put(
     for write in writes:
         check_name(write.channel, "writes.channel")
     require_storable(task_path, field="task_path")
-    session = _thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
+    session = thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
     with audited_atomic():
-        session = _locked_open(session.pk)
+        session = locked_open(session.pk)
         rows = [
             ThreadWrite(
                 session=session,
@@ -309,165 +300,3 @@ def checkpoint_writes_put(
             channels=[write.channel for write in writes],
         )
     return len(writes)
-
-
-def thread_delete(*, actor: Actor, project_id: int, thread_id: str) -> int:
-    """Delete every checkpoint of thread ``thread_id`` in project ``project_id`` (all
-    namespaces), their pending writes and channel values; the session stays. Returns how many
-    checkpoints went (0: no such thread, nothing done, no event). One audit event,
-    ``session.thread_deleted``."""
-    found = thread_find(project_id=project_id, thread_id=thread_id)
-    if found is None:
-        return 0
-    with audited_atomic():
-        session = lock_session(found.pk)
-        deleted = _delete_all(session)
-        record_session_event(actor, session, "thread_deleted", checkpoints=deleted)
-    return deleted
-
-
-def _delete_all(session: AgentSession) -> int:
-    ThreadWrite.objects.filter(session=session).delete()
-    ThreadBlob.objects.filter(session=session).delete()
-    return int(ThreadCheckpoint.objects.filter(session=session).delete()[0])
-
-
-def thread_copy(
-    *, actor: Actor, project_id: int, source_thread_id: str, target_thread_id: str
-) -> int:
-    """Copy every checkpoint of thread ``source_thread_id`` (all namespaces, with their
-    pending writes and channel values) to thread ``target_thread_id`` of the same project,
-    opening its session if it has none: a fork of the whole thread, which the source keeps.
-    Returns how many checkpoints were copied. One audit event in the target's chain,
-    ``session.thread_copied``, naming the source.
-
-    Raises:
-        InvalidInput: a malformed id, or the same thread twice.
-        AgentSession.DoesNotExist: no such source thread in project ``project_id``.
-        Conflict: the target has checkpoints already, or its session is closed.
-    """
-    check_name(target_thread_id, "target_thread_id")
-    if source_thread_id == target_thread_id:
-        raise InvalidInput("a thread cannot be copied onto itself", field="target_thread_id")
-    source = AgentSession.objects.get(project_id=project_id, external_id=source_thread_id)
-    target = _thread_open(actor=actor, project_id=project_id, thread_id=target_thread_id)
-    with audited_atomic():
-        # Sessions are locked in id order, so two copies between the same threads in
-        # opposite directions wait for each other instead of deadlocking.
-        for session_id in sorted([source.pk, target.pk]):
-            lock_session(session_id)
-        target = _locked_open(target.pk)
-        if ThreadCheckpoint.objects.filter(session=target).exists():
-            raise Conflict(f"thread {target_thread_id!r} has checkpoints already")
-        copied = _copy_rows(source, target)
-        record_session_event(
-            actor,
-            target,
-            "thread_copied",
-            source_session=str(source.pk),
-            source_thread_id=source_thread_id,
-            checkpoints=copied,
-        )
-    return copied
-
-
-def _copy_rows(source: AgentSession, target: AgentSession) -> int:
-    blobs = ThreadBlob.objects.filter(session=source)
-    ThreadBlob.objects.bulk_create(
-        ThreadBlob(
-            session=target,
-            checkpoint_ns=b.checkpoint_ns,
-            channel=b.channel,
-            version=b.version,
-            type=b.type,
-            data=b.data,
-        )
-        for b in blobs.iterator()
-    )
-    copies = ThreadCheckpoint.objects.bulk_create(
-        ThreadCheckpoint(
-            session=target,
-            checkpoint_ns=c.checkpoint_ns,
-            checkpoint_id=c.checkpoint_id,
-            parent_checkpoint_id=c.parent_checkpoint_id,
-            checkpoint_type=c.checkpoint_type,
-            checkpoint_data=c.checkpoint_data,
-            channel_versions=c.channel_versions,
-            metadata=c.metadata,
-        )
-        for c in ThreadCheckpoint.objects.filter(session=source).order_by("pk").iterator()
-    )
-    ThreadWrite.objects.bulk_create(
-        ThreadWrite(
-            session=target,
-            checkpoint_ns=w.checkpoint_ns,
-            checkpoint_id=w.checkpoint_id,
-            task_id=w.task_id,
-            task_path=w.task_path,
-            idx=w.idx,
-            channel=w.channel,
-            type=w.type,
-            data=w.data,
-        )
-        for w in ThreadWrite.objects.filter(session=source).iterator()
-    )
-    return len(copies)
-
-
-def thread_prune(*, actor: Actor, project_id: int, thread_ids: Sequence[str], strategy: str) -> int:
-    """Prune the checkpoints of ``thread_ids`` in project ``project_id`` (unknown ones are skipped):
-    ``keep_latest`` keeps the newest checkpoint of each namespace with its pending writes
-    and the channel values it names, ``delete`` deletes them all. Returns how many
-    checkpoints went. One audit event per thread pruned, ``session.checkpoints_pruned``.
-
-    Raises:
-        InvalidInput: an unknown ``strategy``.
-        Conflict: ``keep_latest`` of a thread that uses a LangGraph ``DeltaChannel`` (its
-            values are rebuilt from older checkpoints); nothing is pruned then.
-    """
-    if strategy not in PRUNE_STRATEGIES:
-        raise InvalidInput(
-            f"strategy must be one of {', '.join(PRUNE_STRATEGIES)}", field="strategy"
-        )
-    sessions = AgentSession.objects.filter(project_id=project_id, external_id__in=list(thread_ids))
-    deleted = 0
-    with audited_atomic():
-        for session in sessions.order_by("pk"):
-            lock_session(session.pk)
-            deleted += _prune_one(actor, session, strategy)
-    return deleted
-
-
-def _prune_one(actor: Actor, session: AgentSession, strategy: str) -> int:
-    checkpoints = ThreadCheckpoint.objects.filter(session=session)
-    if strategy == "delete":
-        deleted = _delete_all(session)
-    else:
-        for key in DELTA_METADATA_KEYS:
-            if checkpoints.filter(metadata__has_key=key).exists():
-                raise Conflict(
-                    f"keep_latest cannot prune thread {session.external_id!r}: it uses a "
-                    "DeltaChannel"
-                )
-        newest = (
-            checkpoints.order_by()
-            .values("checkpoint_ns")
-            .annotate(latest=Max("checkpoint_id"))
-            .values_list("checkpoint_ns", "latest")
-        )
-        keep = Q(pk__in=[])
-        for ns, checkpoint_id in newest:
-            keep |= Q(checkpoint_ns=ns, checkpoint_id=checkpoint_id)
-        named = Q(pk__in=[])
-        for ns, versions in checkpoints.filter(keep).values_list(
-            "checkpoint_ns", "channel_versions"
-        ):
-            for channel, version in versions.items():
-                named |= Q(checkpoint_ns=ns, channel=channel, version=version)
-        ThreadWrite.objects.filter(session=session).exclude(keep).delete()
-        deleted = int(checkpoints.exclude(keep).delete()[0])
-        ThreadBlob.objects.filter(session=session).exclude(named).delete()
-    record_session_event(
-        actor, session, "checkpoints_pruned", strategy=strategy, checkpoints=deleted
-    )
-    return deleted

@@ -1,4 +1,4 @@
-"""Memory items' rows through the seam (``memory.services.ItemRows``, installed by
+"""Memory items' rows through the seam (``memory.rows.ItemRows``, installed by
 ``RunsConfig.ready``): a put's locked read of the item, its audit chain's head and an event
 id in one round trip, and its writes held and sent with its audit event's."""
 
@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from django.db import connection
 
 from memory.models import MemoryItem, MemoryVersion
-from memory.services import search_vector_sql
+from memory.rows import search_vector_sql
 from runs.store import inserts, rows, writes
 from runs.store.audit import prefetch_chains
 from runs.store.pipeline import current_batch
@@ -19,7 +19,7 @@ _ITEM = 'project_id = %s AND namespace_path = %s AND "key" = %s'
 
 
 class SeamItemRows:
-    """``memory.services.ItemRows`` through ``runs.store``: pipelined on PostgreSQL inside
+    """``memory.rows.ItemRows`` through ``runs.store``: pipelined on PostgreSQL inside
     ``transaction`` (a block nested in another transaction runs statement by statement)."""
 
     def transaction(self) -> AbstractContextManager[object]:
