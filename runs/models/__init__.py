@@ -177,7 +177,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     agent = models.CharField(max_length=16, choices=AgentKind.choices)
     input = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    grants = models.JSONField(default=list, blank=True)
+    grants = models.JSONField(default=list, db_default=[], blank=True)
     state = models.JSONField(default=dict, blank=True)
     message_count = models.PositiveIntegerField(default=0, db_default=0)
     context_tokens = models.PositiveBigIntegerField(default=0, db_default=0)

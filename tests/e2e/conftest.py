@@ -4,8 +4,10 @@ pytest-playwright's downloaded browser), and logging in through the login page."
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -71,6 +73,24 @@ def approve_confirmed(page: Page, within: Locator) -> None:
     expect(dialog.locator("[data-confirm-ok]")).to_have_class(re.compile(r"\bbutton-primary\b"))
     with page.expect_navigation():
         dialog.locator("[data-confirm-ok]").click()
+
+
+def wait_until(page: Page, expression: str, arg: Any = None) -> None:
+    """Wait until ``expression`` (a JavaScript expression, or a function of ``arg``) is truthy
+    in ``page``, checking it with ``page.evaluate`` every 100 ms for up to ``TIMEOUT_MS``.
+
+    Playwright's ``wait_for_function`` polls by evaluating the expression as a string in the
+    page, which the app's Content Security Policy (no ``'unsafe-eval'``) refuses: it only ever
+    passed when its first check was already true.
+
+    Raises:
+        AssertionError: still falsy after ``TIMEOUT_MS``.
+    """
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {TIMEOUT_MS} ms: {expression}")
+        page.wait_for_timeout(100)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Dialog, Page, expect
 
 from projects.roles import Role
 from tests.conftest import AsgiServer
-from tests.e2e.conftest import logged_in_page
+from tests.e2e.conftest import logged_in_page, wait_until
 from tests.e2e.test_accessibility import blocking_violations
 from testsupport.factories import make_token, make_user
 
@@ -111,9 +111,7 @@ def test_an_operator_previews_a_runs_artifacts_from_the_run_page(
         expect(row.locator("b")).to_have_count(0)
         image = section.locator(f"#artifact-{chart.id} [data-artifact-image]")
         expect(image).to_be_visible()
-        page.wait_for_function(
-            "img => img.complete && img.naturalWidth === 1", arg=image.element_handle()
-        )
+        wait_until(page, "img => img.complete && img.naturalWidth === 1", image.element_handle())
         with page.context.expect_page() as opened:
             row.locator("[data-artifact-open]").click()
         tab = opened.value

@@ -13,7 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from runs.models import Run
-from tests.e2e.conftest import TIMEOUT_MS, log_in
+from tests.e2e.conftest import TIMEOUT_MS, log_in, wait_until
 from tests.e2e.test_inbox_keyboard import mail_run
 from testsupport.fleet import CALCULATE, at, create_run_at
 
@@ -156,7 +156,7 @@ def test_a_reviewer_opts_in_to_notifications_of_new_requests(
     toggle.click()
     expect(toggle).to_have_attribute("aria-pressed", "true")
     approval = mail_run(operator, "mail after opting in")
-    page.wait_for_function("window.__notes.length === 1")
+    wait_until(page, "window.__notes.length === 1")
     assert page.evaluate("window.__notes") == [f"New approval request #{approval.pk}"]
     # Opting out stops them, and the choice is kept across reloads.
     toggle.click()
