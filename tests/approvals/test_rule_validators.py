@@ -205,3 +205,17 @@ def test_admin_refuses_a_malformed_validator_and_changes_nothing(projects):
     assert response.status_code == 200
     assert "cannot be imported" in response.content.decode()
     assert policy_state() == before
+
+
+def test_a_project_admin_sets_validators_in_admin_audited_in_the_projects_chain(projects):
+    client = Client()
+    client.force_login(projects.ann)
+    form = {**_admin_form(projects.alpha, "echo"), "validators": '[{"condition": "total < 9"}]'}
+    response = client.post("/admin/approvals/riskrule/add/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    rule = RiskRule.objects.get(project=projects.alpha, pattern="echo")
+    assert rule.validators == [{"condition": "total < 9"}]
+    event = AuditEvent.objects.get(chain=project_chain(projects.alpha.pk))
+    assert event.payload["after"]["validators"] == [{"condition": "total < 9"}]
+    projects.alpha.refresh_from_db()
+    assert projects.alpha.policy_version == 1
