@@ -62,6 +62,9 @@ def test_a_result_that_fails_the_output_schema_fails_its_step(
         "price",
     )
     assert run.status == RunStatus.FAILED
+    # Sent as the SDK's own call_tool sends it: the step's idempotency key in _meta.
+    keys = [c["meta"]["agentops/idempotency-key"] for c in seen(upstream_log)]
+    assert keys == [good_step.idempotency_key, bad_step.idempotency_key]
     call = ToolCall.objects.get(idempotency_key=bad_step.idempotency_key)
     assert call.status == "invalid"
     assert call.result["structuredContent"] == {"price": -1}
