@@ -129,6 +129,7 @@ class RiskRuleAdmin(ProjectScopedAdminMixin, WebhooksAuditedMixin, admin.ModelAd
                 ]
             },
         ),
+        ("Validators of the results", {"fields": ["validators"]}),
     ]
 
     def _may(self, request: HttpRequest, obj: RiskRule | None) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
+from typing import Any
 
 import apprise
 from django.conf import settings
@@ -16,6 +18,7 @@ from agentops.conditions import ConditionError, check_condition
 from agentops.statuses import StatusInfo, status_map
 from approvals.policy import EXPIRY_FAILS, EXPIRY_REJECTS, ApprovalPolicy
 from runs.models import Risk
+from runs.tools.validators import Validator, validators_from_json
 
 # Webhook URLs one rule or group may notify.
 MAX_WEBHOOKS = 10
@@ -59,6 +62,18 @@ def validate_condition(text: str) -> None:
         raise ValidationError(f"invalid condition: {exc}") from None
 
 
+def validate_validators(value: Any) -> None:
+    """The model validator of ``RiskRule.validators`` (``validators_from_json``).
+
+    Raises:
+        ValidationError: the declaration is malformed; the message names the item and why.
+    """
+    try:
+        validators_from_json(value, default_rule="rule")
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
 class ExpiryOutcome(models.TextChoices):
     REJECT = EXPIRY_REJECTS, "Reject to the agent (approval_expired; an agent may replan)"
     FAIL = EXPIRY_FAILS, "Fail the run"
@@ -83,6 +98,9 @@ class RiskRule(models.Model):
     besides the approvers' e-mail.
 
     ``risk`` ``deny`` refuses the calls it matches before any gate (``not_granted``).
+    ``validators`` (JSON, ``runs.tools.validators.validators_from_json``; a validator without
+    a ``rule`` is named after the rule) check the results of the calls it matches, after the
+    tool's own (``approvals.risk.ApprovalStepPolicy.validators``).
     ``project`` is the project whose policy the rule belongs to (``runs.policy``): it applies
     to that project's calls only and is tried before every global rule (``project`` empty: a
     global default, for every project), so a project extends the defaults or overrides them.
@@ -156,6 +174,14 @@ class RiskRule(models.Model):
         help_text="apprise URLs notified of this rule's requests, one a line "
         "(e.g. json://hooks.example.com/approvals).",
     )
+    validators = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_validators],
+        help_text='Checks of the results of the calls it matches, e.g. [{"schema": {"type": '
+        '"object", "required": ["id"]}}, {"condition": "total <= 500", "on_failure": "gate"}] '
+        "(each: one of schema, check, condition; optional rule, on_failure fail or gate, retry).",
+    )
 
     class Meta:
         ordering = ["priority", "pattern"]
@@ -175,6 +201,12 @@ class RiskRule(models.Model):
     def name(self) -> str:
         """How reviewers see the rule: its description, else its pattern."""
         return self.description or self.pattern
+
+    @cached_property
+    def result_validators(self) -> tuple[Validator, ...]:
+        """Its ``validators`` as ``Validator`` objects (read once per instance: the rules a
+        process keeps, ``approvals.risk.load_rules``, parse them once)."""
+        return validators_from_json(self.validators, default_rule=self.name)
 
     def clean(self) -> None:
         """Refuse a policy that cannot work: reminders or escalation at or after expiry, an

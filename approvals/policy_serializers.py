@@ -13,7 +13,9 @@ from runs.models import Risk
 class RiskRuleInputSerializer(StrictSerializer):
     """A project's rule as a project admin writes it (``approvals.rules.RULE_FIELDS``):
     ``pattern`` (fnmatch), ``condition`` (the rule-condition language), ``risk`` (``deny``
-    refuses the calls it matches), approvals and timings (seconds)."""
+    refuses the calls it matches), approvals and timings (seconds), and ``validators`` of the
+    results of the calls it matches (``runs.tools.validators.validators_from_json``: checked
+    when the rule is saved, a malformed one is a 400)."""
 
     pattern = serializers.CharField(max_length=128)
     condition = serializers.CharField(max_length=300, required=False, allow_blank=True)
@@ -35,6 +37,9 @@ class RiskRuleInputSerializer(StrictSerializer):
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
     )
     on_expiry = serializers.ChoiceField(choices=ExpiryOutcome.choices, required=False)
+    # A declared field (the serializer's metaclass takes it off the class), not DRF's
+    # ``Field.validators`` that mypy sees.
+    validators = serializers.JSONField(required=False)  # type: ignore[assignment]
 
 
 class RiskRuleSerializer(RiskRuleInputSerializer):

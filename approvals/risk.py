@@ -25,7 +25,7 @@ from approvals.models import RiskRule
 from approvals.policy import APPROVAL_GATE, ApprovalPolicy
 from runs.gates import Classification, StepRequest
 from runs.models import Risk
-from runs.tools import get_tool
+from runs.tools import Validator, get_tool
 
 LOW_PATTERNS = ["get_*", "search_*", "list_*", "find_*", "calculate", "think"]
 HIGH_PATTERNS = [
@@ -282,3 +282,17 @@ class ApprovalStepPolicy:
             own = ApprovalPolicy.from_json(current.params)
             policy = replace(own, reason=f"{reason}; {own.reason}" if own.reason else reason)
         return Classification(current.risk, APPROVAL_GATE, policy.as_json())
+
+    def validators(self, request: StepRequest) -> tuple[Validator, ...]:
+        """The validators of every enabled rule of the call's project, then of every global
+        one, whose pattern matches the tool and whose condition (if any) holds for its
+        arguments (not just the rule that classified it: a rule that declares validators
+        checks every call it matches)."""
+        found: list[Validator] = []
+        for rule in rules_for(load_rules(), request.project_id):
+            if not rule.validators or not fnmatchcase(request.tool, rule.pattern):
+                continue
+            if rule.condition and not evaluate(rule.condition, request.args).matched:
+                continue
+            found.extend(rule.result_validators)
+        return tuple(found)

@@ -39,6 +39,7 @@ RULE_FIELDS = (
     "remind_after_seconds",
     "escalate_after_seconds",
     "on_expiry",
+    "validators",
 )
 
 

@@ -129,6 +129,23 @@ def _decided(project_ids: list[int] | None, start: datetime, versions: Q) -> Any
 VERSION_FILTERS = ("agent_name", "agent_version", "prompt_name", "prompt_version")
 
 
+# Runs that finished without doing what they were asked: failed, or failed (or cancelled) and
+# then compensated, cleanly or not (``runs.control.compensation``).
+FAILED_STATUSES = (RunStatus.FAILED, RunStatus.COMPENSATED, RunStatus.COMPENSATION_FAILED)
+FINISHED_STATUSES = (RunStatus.SUCCEEDED, *FAILED_STATUSES)
+
+
+def _outcome_counts() -> dict[str, Count]:
+    """The annotations counting runs by how they finished: ``succeeded``, ``failed`` (any of
+    ``FAILED_STATUSES``), and of those ``compensated`` and ``compensation_failed``."""
+    return {
+        "succeeded": Count("id", filter=Q(status=RunStatus.SUCCEEDED)),
+        "failed": Count("id", filter=Q(status__in=FAILED_STATUSES)),
+        "compensated": Count("id", filter=Q(status=RunStatus.COMPENSATED)),
+        "compensation_failed": Count("id", filter=Q(status=RunStatus.COMPENSATION_FAILED)),
+    }
+
+
 def _versions_q(versions: dict[str, str], prefix: str = "") -> Q:
     """The condition that a run (reached through ``prefix``, e.g. ``run__``) has the values
     of ``versions`` (keys of ``VERSION_FILTERS``)."""
@@ -137,14 +154,14 @@ def _versions_q(versions: dict[str, str], prefix: str = "") -> Q:
 
 def _by_version(runs: QuerySet[Run]) -> list[dict[str, Any]]:
     """``runs`` grouped by agent name and version and prompt name and version, most runs
-    first: each group's ``runs``, ``succeeded``, ``failed``, ``failure_rate`` (of succeeded
-    plus failed; None without), ``tokens`` and ``cost_usd`` (USD)."""
+    first: each group's ``runs``, ``succeeded``, ``failed`` (compensated runs included),
+    ``compensated``, ``compensation_failed``, ``failure_rate`` (of succeeded plus failed; None
+    without), ``tokens`` and ``cost_usd`` (USD)."""
     rows = (
         runs.values(*VERSION_FILTERS)
         .annotate(
             n=Count("id"),
-            succeeded=Count("id", filter=Q(status=RunStatus.SUCCEEDED)),
-            failed=Count("id", filter=Q(status=RunStatus.FAILED)),
+            **_outcome_counts(),
             tokens=Sum("usage_tokens"),
             cost=Sum("cost_usd"),
         )
@@ -156,6 +173,8 @@ def _by_version(runs: QuerySet[Run]) -> list[dict[str, Any]]:
             "runs": row["n"],
             "succeeded": row["succeeded"],
             "failed": row["failed"],
+            "compensated": row["compensated"],
+            "compensation_failed": row["compensation_failed"],
             "failure_rate": (
                 row["failed"] / (row["failed"] + row["succeeded"])
                 if row["failed"] + row["succeeded"]
@@ -186,9 +205,10 @@ def overview(
     - ``steps_per_minute``: steps that finished (succeeded or failed) in each bucket, per
       minute; ``tool_errors_per_minute``: those of them whose tool answered with an error
       (succeeded steps marked ``tool_error``);
-    - ``failure_rate``: of the runs that finished in each bucket as succeeded or failed, the
-      fraction that failed (0 to 1; None without such runs). Cancelled runs are an
-      operator's choice, neither;
+    - ``failure_rate``: of the runs that finished in each bucket (``FINISHED_STATUSES``:
+      succeeded, failed, compensated or compensation failed), the fraction that did not
+      succeed (0 to 1; None without such runs). Cancelled runs are an operator's choice,
+      neither (one compensated afterwards counts as compensated);
     - ``approval_wait_p50`` / ``_p95``: median and 95th percentile, in seconds, of how long
       the approvals decided (approved or rejected) in each bucket waited from request to
       decision (None without decisions);
@@ -197,8 +217,8 @@ def overview(
     - ``by_version``: the runs created in the window grouped by agent name and version and
       prompt name and version (``_by_version``);
     - ``totals``: the same over the whole window (``runs``, ``steps``, ``step_tool_errors``,
-      ``runs_succeeded``,
-      ``runs_failed``, ``failure_rate``, ``approvals_decided``, ``approval_wait_p50``,
+      ``runs_succeeded``, ``runs_failed`` (compensated ones included), ``runs_compensated``,
+      ``runs_compensation_failed``, ``failure_rate``, ``approvals_decided``, ``approval_wait_p50``,
       ``approval_wait_p95``, ``cost_usd``).
 
     Seven queries, whatever the number of rows.
@@ -250,13 +270,10 @@ def overview(
     tool_error_counts = series(step_rows, "tool_errors")
 
     ended = (
-        runs.filter(finished_at__gte=first, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED])
+        runs.filter(finished_at__gte=first, status__in=FINISHED_STATUSES)
         .annotate(bucket=DateBin(width, "finished_at"))
         .values("bucket")
-        .annotate(
-            ended=Count("id"),
-            failed=Count("id", filter=Q(status=RunStatus.FAILED)),
-        )
+        .annotate(ended=Count("id"), **_outcome_counts())
     )
     ended_rows = list(ended)
     ended_counts, failed_counts = series(ended_rows, "ended"), series(ended_rows, "failed")
@@ -316,6 +333,8 @@ def overview(
             "step_tool_errors": sum(tool_error_counts),
             "runs_succeeded": ended_total - failed_total,
             "runs_failed": failed_total,
+            "runs_compensated": sum(series(ended_rows, "compensated")),
+            "runs_compensation_failed": sum(series(ended_rows, "compensation_failed")),
             "failure_rate": failed_total / ended_total if ended_total else None,
             "approvals_decided": wait_totals["n"],
             "approval_wait_p50": wait_totals["p50"],

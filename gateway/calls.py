@@ -36,7 +36,11 @@ from runs.control.lifecycle import run_cancel, run_complete
 from runs.executor import client
 from runs.models import Executor, Risk, Run, Step
 from runs.statuses import RunStatus, StepStatus
+from runs.tools import Validator, validation_failure
+from runs.tools.schemas import schema_invalid
 
+# The name of the validator of a result against its tool's MCP ``outputSchema``.
+OUTPUT_SCHEMA = "outputSchema"
 # Steps of a call still on its way: a repeat of the call joins them.
 OPEN = (
     StepStatus.PENDING,
@@ -315,9 +319,48 @@ def step_state(step_id: int) -> CallStep:
     return CallStep.of(Step.objects.get(pk=step_id))
 
 
-def step_outcome(*, actor: Actor, step: CallStep, report: dict[str, Any]) -> None:
+def step_outcome(
+    *,
+    actor: Actor,
+    step: CallStep,
+    report: dict[str, Any],
+    invalid: dict[str, Any] | None = None,
+) -> None:
     """Record what the upstream answered (``{"result": ...}``, with ``"is_error": true`` for
-    an ``isError`` result), that it could not be reached
+    an ``isError`` result; ``invalid`` when it failed the tool's ``outputSchema``:
+    ``output_failure``), that it could not be reached
     (``{"error": ...}``) or that its outcome is unknown (``{"outcome": "unknown"}``) on a ready
     step (``runs.executor.client.step_report``)."""
-    client.step_report(actor=actor, run_id=step.run_id, step_id=step.id, report=report)
+    client.step_report(
+        actor=actor, run_id=step.run_id, step_id=step.id, report=report, invalid=invalid
+    )
+
+
+def _invalid(path: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "validation_failed",
+        "rule": OUTPUT_SCHEMA,
+        "path": path,
+        "message": f"the result failed {OUTPUT_SCHEMA}: {message}",
+    }
+
+
+def output_failure(spec: dict[str, Any] | None, answer: dict[str, Any]) -> dict[str, Any] | None:
+    """How ``answer`` (a ``CallToolResult`` as JSON, not ``isError``) fails the
+    ``outputSchema`` its tool declares in ``spec`` (its MCP tool object), as a step's error
+    (``{"type": "validation_failed", "rule": "outputSchema", "path", "message"}``,
+    ``runs.tools.ValidationFailure.as_error``); None when it conforms or the tool declares
+    none. MCP 2025-06-18 (Tools, "Output Schema"): a tool that declares an output schema must
+    return ``structuredContent`` that conforms to it. A schema agentops cannot use
+    (``runs.tools.schemas.schema_invalid``) fails every answer."""
+    schema = (spec or {}).get("outputSchema")
+    if schema is None:
+        return None
+    unusable = schema_invalid(schema)
+    if unusable:
+        return _invalid("(root)", f"the tool's outputSchema {unusable}")
+    if "structuredContent" not in answer:
+        return _invalid("(root)", "no structuredContent, though the tool declares an outputSchema")
+    validator = Validator(OUTPUT_SCHEMA, schema=schema)
+    failure = validation_failure((validator,), answer["structuredContent"])
+    return failure.as_error() if failure else None

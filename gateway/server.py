@@ -13,7 +13,10 @@ included), and in ``_meta`` the client's own entries plus the step's idempotency
 (``agentops/idempotency-key``) and the session's run id (``agentops/run``); rejected
 or expired, the client gets an ``isError`` result with the reason and the upstream is never
 called. A connection lost during the upstream call leaves the step's outcome unknown: it is
-not repeated. A session the client ends (``DELETE``) completes its run.
+not repeated. An answer of a tool that declares an ``outputSchema`` is checked against it
+(``calls.output_failure``, MCP 2025-06-18): one that fails it fails the step
+(``validation_failed``, the answer kept in the ledger) and the client gets ``isError`` with
+the reason. A session the client ends (``DELETE``) completes its run.
 
 A session belongs to the caller that opened it: the token's user in the token's project.
 Any other caller naming its ``Mcp-Session-Id`` (a call, its event stream, its ``DELETE``) is
@@ -214,7 +217,7 @@ class _Mounted:
                 "agentops/run": str(step.run_id),
                 "agentops/idempotency-key": step.idempotency_key,
             }
-            upstream_call = (UpstreamSpec.of(upstream), params.name, meta)
+            upstream_call = (UpstreamSpec.of(upstream), params.name, meta, tool)
             return await self._forward(upstream_call, step, caller)
         return self._settled(step)
 
@@ -244,7 +247,7 @@ class _Mounted:
 
     async def _forward(
         self,
-        upstream_call: tuple[UpstreamSpec, str, dict[str, Any]],
+        upstream_call: tuple[UpstreamSpec, str, dict[str, Any], dict[str, Any]],
         step: calls.CallStep,
         caller: Caller,
     ) -> CallToolResult:
@@ -268,13 +271,16 @@ class _Mounted:
         spec: UpstreamSpec,
         tool: str,
         meta: dict[str, Any],
+        tool_spec: dict[str, Any],
         *,
         step: calls.CallStep,
         caller: Caller,
     ) -> CallToolResult:
         record = functools.partial(in_database, calls.step_outcome)
         try:
-            result = await pool.call_tool(spec, tool, step.args, meta)
+            result = await pool.call_tool(
+                spec, tool, step.args, meta, unchecked="outputSchema" in tool_spec
+            )
         except UpstreamUnavailable as exc:
             report = {
                 "error": {"type": "upstream_unavailable", "message": str(exc), "retryable": True}
@@ -293,6 +299,10 @@ class _Mounted:
         answered: dict[str, Any] = {"result": answer}
         if result.is_error:
             answered["is_error"] = True
+        elif invalid := calls.output_failure(tool_spec, answer):
+            # The call happened: the ledger keeps its result, the step fails with why.
+            await record(actor=caller.actor, step=step, report=answered, invalid=invalid)
+            return _text_result(f"agentops: {invalid['message']} (at {invalid['path']})")
         if step.read_only:
             # Nothing changed, so the answer needs no durable record first: it goes out now,
             # and its record is queued ahead of any later database work of this process.

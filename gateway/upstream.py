@@ -27,6 +27,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
+    CallToolRequest,
+    CallToolRequestParams,
     CallToolResult,
     RequestParamsMeta,
     TextContent,
@@ -176,10 +178,21 @@ class UpstreamPool:
             return connection
 
     async def call_tool(
-        self, spec: UpstreamSpec, name: str, arguments: dict[str, Any], meta: dict[str, Any]
+        self,
+        spec: UpstreamSpec,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any],
+        *,
+        unchecked: bool = False,
     ) -> CallToolResult:
         """Call ``name`` with ``arguments`` (and ``meta`` as the request's ``_meta``) on the
-        upstream, returning its result (an ``isError`` result included).
+        upstream, returning its result (an ``isError`` result included). ``unchecked``: the
+        caller checks the result against the tool's ``outputSchema`` itself
+        (``gateway.calls.output_failure``), so the request is sent as it is
+        (``ClientSession.send_request``) and a result that fails the schema comes back to be
+        recorded: the SDK's ``call_tool`` raises on it instead, and its answer is lost
+        (``ClientSession.validate_tool_result``, mcp 2.3).
 
         Raises:
             UpstreamUnavailable: it could not be reached; nothing was sent.
@@ -189,10 +202,14 @@ class UpstreamPool:
         client = connection.client
         if client is None:
             raise UpstreamUnavailable(f"{spec.name}: {connection.error!r}")
+        sent_meta = cast(RequestParamsMeta, meta) if meta else None
         try:
-            return await client.call_tool(
-                name, arguments, meta=cast(RequestParamsMeta, meta) if meta else None
-            )
+            if unchecked:
+                params = CallToolRequestParams(name=name, arguments=arguments, _meta=sent_meta)
+                return await client.session.send_request(
+                    CallToolRequest(params=params), CallToolResult
+                )
+            return await client.call_tool(name, arguments, meta=sent_meta)
         except MCPError as exc:
             if exc.code in _LOST:
                 connection.done.set()

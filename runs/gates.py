@@ -34,6 +34,7 @@ from runs.tools import get_tool
 if TYPE_CHECKING:
     from agentops.actors import Actor
     from runs.models import Run, Step
+    from runs.tools.validators import Validator
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,10 @@ class StepPolicy(Protocol):
         before it runs for ``reason`` (e.g. its run crossed its budget); None when no gate
         kind can give one (the caller then refuses the step)."""
 
+    def validators(self, request: StepRequest) -> tuple[Validator, ...]:
+        """The validators the policy adds, after its tool's own, to the result of the call
+        ``request`` (its ``project_id`` set) describes (``runs.tools.validators``)."""
+
 
 class GateKind(Protocol):
     """One kind of gate. ``name`` is stored in ``Step.gate`` and ``Run.gate`` (at most 32
@@ -121,6 +126,9 @@ class ToolRiskPolicy:
         self, request: StepRequest, current: Classification, reason: str
     ) -> Classification | None:
         return None
+
+    def validators(self, request: StepRequest) -> tuple[Validator, ...]:
+        return ()
 
 
 _kinds: dict[str, GateKind] = {}

@@ -130,18 +130,32 @@ def _repeat_of_settled(step: Step, report: Report) -> bool:
     raise Conflict(f"step {step.pk} is {step.status_info.value}: it is not ready for a result")
 
 
-def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -> Step:
+def step_report(
+    *,
+    actor: Actor,
+    run_id: uuid.UUID,
+    step_id: int,
+    report: Any,
+    invalid: dict[str, Any] | None = None,
+) -> Step:
     """Record what a client reported on a client step it ran (see the module docstring).
+    ``invalid`` (beside a result only: ``{"type": "validation_failed", "rule", "path",
+    "message"}``, ``runs.tools.ValidationFailure.as_error``) says that the result failed a
+    validator the reporter checked (the MCP gateway: an upstream tool's ``outputSchema``):
+    the ledger keeps the result as ``invalid`` and the step fails with that error, not
+    retried (a retry would call the tool again).
 
     Returns the step as it is now.
 
     Raises:
         Step.DoesNotExist: no such step in run ``run_id``.
-        InvalidInput: a malformed report; not a client step.
+        InvalidInput: a malformed report, or ``invalid`` beside no result; not a client step.
         Conflict: the step is not ready (still pending or awaiting approval, rejected,
             cancelled) or was settled by a different report; the run is not running.
     """
     checked = parse_report(report)
+    if invalid is not None and checked.kind != "result":
+        raise InvalidInput("only a result can fail validation", field="result")
     if checked.kind == "result":
         # A result over the threshold is kept as an artifact; the step and the ledger hold
         # a reference (the same for the same result, so a repeated report still matches).
@@ -169,25 +183,26 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
         )
         handed_over = step.started_at or now
         duration_ms = int((now - handed_over).total_seconds() * 1000)
+        failure = _failure(step, checked, invalid)
         insert_new(
             [
                 StepAttempt(
                     step=step,
                     number=step.attempts,
-                    status=AttemptStatus.SUCCEEDED
-                    if checked.kind == "result"
-                    else AttemptStatus.FAILED,
+                    status=AttemptStatus.FAILED if failure else AttemptStatus.SUCCEEDED,
                     worker=actor.id,
                     started_at=handed_over,
                     finished_at=now,
                     duration_ms=duration_ms,
-                    error=checked.value if checked.kind == "error" else None,
+                    error=checked.value if checked.kind == "error" else invalid,
                 )
             ]
         )
-        ledger_report(run, step, checked.kind, checked.value, checked.raw, now)
+        ledger_report(
+            run, step, checked.kind, checked.value, checked.raw, now, invalid=invalid is not None
+        )
         run.duration_ms += duration_ms
-        if checked.kind == "result":
+        if failure is None:
             # ready → running → succeeded: both transitions audited, the row written once.
             succeed_locked(
                 run,
@@ -201,21 +216,28 @@ def step_report(*, actor: Actor, run_id: uuid.UUID, step_id: int, report: Any) -
             advance_locked(run, actor, first_open=upcoming)
             return step
         save_step(step, status_was=StepStatus.READY)
-        if (
-            checked.kind == "error"
-            and checked.value["retryable"]
-            and (step.attempts < step.max_attempts)
-        ):
-            error = checked.value
+        if failure["retryable"] and step.attempts < step.max_attempts:
             transition(
-                step, "hand_back", actor=actor, error=error, now=now, payload={"error": error}
+                step, "hand_back", actor=actor, error=failure, now=now, payload={"error": failure}
             )
             save_run(run)
         else:
-            error = checked.value if checked.kind == "error" else _unknown_error(step)
-            error = {**error, "retryable": False, "attempt": step.attempts}
+            error = {**failure, "retryable": False, "attempt": step.attempts}
             fail_or_retry(run, step, error, actor, now)
     return step
+
+
+def _failure(step: Step, report: Report, invalid: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The error of a report that does not succeed ``step`` (None: it does): the client's
+    error, its result's validation failure (``invalid``, never retryable), or an unknown
+    outcome's."""
+    if report.kind == "error":
+        return dict(report.value)
+    if invalid is not None:
+        return {**invalid, "retryable": False}
+    if report.kind == "unknown":
+        return _unknown_error(step)
+    return None
 
 
 def _unknown_error(step: Step) -> dict[str, Any]:
@@ -223,4 +245,5 @@ def _unknown_error(step: Step) -> dict[str, Any]:
         "type": "outcome_unknown",
         "message": f"the client cannot tell whether {step.tool} took effect: not repeated "
         "unless an operator resumes the run",
+        "retryable": False,
     }

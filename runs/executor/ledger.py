@@ -104,12 +104,15 @@ def ledger_outcome_unknown(step: Step) -> bool:
     ).exists()
 
 
-def ledger_report(run: Run, step: Step, kind: str, value: Any, raw: Any, now: Any) -> None:
+def ledger_report(
+    run: Run, step: Step, kind: str, value: Any, raw: Any, now: Any, *, invalid: bool = False
+) -> None:
     """The ledger row of a client step's key: opened by its client's first report, settled by
-    each (``kind`` ``result`` with ``value`` its result, ``error``, or ``unknown``, which
-    leaves it ``started``); ``raw`` is the report as sent, kept in the row."""
+    each (``kind`` ``result`` with ``value`` its result, ``invalid`` when it failed
+    validation; ``error``; or ``unknown``, which leaves it ``started``); ``raw`` is the report
+    as sent, kept in the row."""
     status = {
-        "result": CallStatus.SUCCEEDED,
+        "result": CallStatus.INVALID if invalid else CallStatus.SUCCEEDED,
         "error": CallStatus.FAILED,
         "unknown": CallStatus.STARTED,
     }[kind]

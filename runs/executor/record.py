@@ -22,6 +22,7 @@ from runs.executor.claim import Claim
 from runs.executor.gates import gate_hold_result_locked
 from runs.executor.ledger import CALL, LEDGER, REPLAY, UNKNOWN, ledger_settle
 from runs.executor.outcome import fail_or_retry, succeed_locked
+from runs.gates import StepRequest, step_policy
 from runs.models import Run, Step
 from runs.statuses import AttemptStatus, StepStatus
 from runs.store.step import Ahead, StaleAhead, check_ahead, leave_ahead, lock_for_record
@@ -158,7 +159,7 @@ def _record_locked(
     """The writes of ``record_outcome`` to the locked (or checked) ``run``, its claimed
     ``step`` and its first other open step (``upcoming``)."""
     now = timezone.now()
-    failure = _validation_failure(claim, outcome)
+    failure = _validation_failure(claim, outcome, run)
     ledger_settle(claim.step, claim.plan, outcome, now, invalid=failure is not None)
     error = outcome.error
     if failure is not None:
@@ -211,18 +212,21 @@ def _record_locked(
     return advance_locked(run, actor, claim=claim_next, first_open=upcoming)
 
 
-def _validation_failure(claim: Claim, outcome: Outcome) -> ValidationFailure | None:
-    """How the result of a tool agentops just called fails its tool's validators, if it
-    does (``runs.tools.validators``). Only a call's own answer is checked: not a tool error
-    (an answer for the agent), a recorded result the ledger returns (checked when it was
+def _validation_failure(claim: Claim, outcome: Outcome, run: Run) -> ValidationFailure | None:
+    """How the result of a tool agentops just called fails its tool's validators, then those
+    its ``run``'s step policy adds (risk rules': ``StepPolicy.validators``), if it does
+    (``runs.tools.validators``). Only a call's own answer is checked: not a tool error (an
+    answer for the agent), a recorded result the ledger returns (checked when it was
     recorded) or a transcript's replayed output."""
     step = claim.step
     tool = get_tool(step.tool)
-    if tool is None or not tool.validators or claim.plan != CALL or not outcome.ok:
+    if tool is None or claim.plan != CALL or not outcome.ok:
         return None
     if tool_error_of(step.tool, outcome.result):
         return None
-    return validation_failure(tool.validators, outcome.result)
+    request = StepRequest(step.tool, step.args, project_id=run.project_id)
+    validators = tool.validators + step_policy().validators(request)
+    return validation_failure(validators, outcome.result)
 
 
 def _record_with_retries(

@@ -1,7 +1,9 @@
 """Validators: checks of what a tool returned, run when an attempt's outcome is recorded
 (``runs.executor.record``), before the step succeeds.
 
-A tool declares them when it registers (``register(..., validators=[...])``); each is one of
+A tool declares them when it registers (``register(..., validators=[...])``), and a risk rule
+may declare more for the calls it matches (``RiskRule.validators``, JSON read by
+``validators_from_json``; ``runs.gates.StepPolicy.validators``); each is one of
 
 - a JSON Schema (draft 2020-12, checked by ``runs.tools.schemas``: jsonschema + referencing)
   the result must match;
@@ -24,10 +26,12 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from agentops.conditions import holds
+from agentops.conditions import check_condition, holds
 from runs.tools.schemas import schema_invalid, schema_problem
 
 FAIL, GATE = "fail", "gate"
+# The keys of a validator declared as JSON (``validators_from_json``).
+JSON_KEYS = frozenset({"rule", "schema", "check", "condition", "on_failure", "retry"})
 
 
 @dataclass(frozen=True)
@@ -104,3 +108,51 @@ def validation_failure(validators: tuple[Validator, ...], result: Any) -> Valida
         if found is not None:
             return ValidationFailure(validator, *found)
     return None
+
+
+def _check_usable(path: str) -> None:
+    """Raises ValueError when ``path`` is not the dotted path of a callable."""
+    try:
+        found = import_string(path)
+    except ImportError as exc:
+        raise ValueError(f"check {path!r} cannot be imported: {exc}") from None
+    if not callable(found):
+        raise ValueError(f"check {path!r} is not callable")
+
+
+def validators_from_json(value: Any, *, default_rule: str) -> tuple[Validator, ...]:
+    """The validators ``value`` declares: a JSON array of objects with exactly one of
+    ``schema`` (a JSON Schema object), ``check`` (the dotted path of an importable callable)
+    and ``condition`` (``agentops.conditions``), and optionally ``rule`` (its name;
+    ``default_rule`` when absent), ``on_failure`` (``fail``, the default, or ``gate``) and
+    ``retry`` (a boolean, with ``fail`` only). Unlike a tool's own declaration, the check's
+    path and the condition are checked here: the JSON comes from a person's edit.
+
+    Raises:
+        ValueError: ``value`` is not such an array; the message names the item and why.
+    """
+    if not isinstance(value, list):
+        raise ValueError("validators must be a list of objects")
+    found = []
+    for i, item in enumerate(value):
+        where = f"validators[{i}]"
+        if not isinstance(item, dict) or not set(item) <= JSON_KEYS:
+            raise ValueError(f"{where}: an object with keys among {', '.join(sorted(JSON_KEYS))}")
+        rule, on_failure = item.get("rule", default_rule), item.get("on_failure", FAIL)
+        retry, check = item.get("retry", False), item.get("check", "")
+        condition, schema = item.get("condition", ""), item.get("schema")
+        if not all(isinstance(text, str) for text in (rule, on_failure, check, condition)):
+            raise ValueError(f"{where}: rule, on_failure, check and condition are strings")
+        if not rule.strip():
+            raise ValueError(f"{where}: rule (its name) may not be blank")
+        if not isinstance(retry, bool) or not (schema is None or isinstance(schema, dict)):
+            raise ValueError(f"{where}: retry is a boolean and schema an object")
+        try:
+            if check:
+                _check_usable(check)
+            if condition:
+                check_condition(condition)
+            found.append(Validator(rule, schema, check, condition, on_failure, retry))
+        except ValueError as exc:  # a ConditionError is one
+            raise ValueError(f"{where}: {exc}") from None
+    return tuple(found)

@@ -86,6 +86,8 @@
       step_tool_errors: String(totals.step_tool_errors),
       failure_rate:
         totals.failure_rate === null ? "—" : (totals.failure_rate * 100).toFixed(1) + " %",
+      runs_compensated: String(totals.runs_compensated),
+      runs_compensation_failed: String(totals.runs_compensation_failed),
       approval_wait_p50: seconds(totals.approval_wait_p50),
       approval_wait_p95: seconds(totals.approval_wait_p95),
       cost_usd: totals.cost_usd.toFixed(4),

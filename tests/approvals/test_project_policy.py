@@ -270,6 +270,7 @@ def _admin_form(project: Project, pattern: str) -> dict[str, Any]:
         "description": "",
         "on_expiry": "reject",
         "webhook_urls": "",
+        "validators": "[]",
     }
 
 

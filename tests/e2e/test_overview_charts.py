@@ -60,6 +60,9 @@ def test_the_overview_draws_its_charts_and_follows_a_finished_run(
 
     expect(page.locator('[data-total="steps"]')).to_have_text("2")
     expect(page.locator('[data-total="runs"]')).to_have_text("1")
+    expect(page.locator('[data-total="failure_rate"]')).to_have_text("0.0 %")
+    expect(page.locator('[data-total="runs_compensated"]')).to_have_text("0")
+    expect(page.locator('[data-total="runs_compensation_failed"]')).to_have_text("0")
     assert page.evaluate(STEPS_DRAWN) == 2
     assert page.evaluate("window.__noReload") == 1
     page.screenshot(path=str(SCREENSHOTS / "e2e-overview.png"), full_page=True)

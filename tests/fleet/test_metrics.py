@@ -115,6 +115,8 @@ def test_the_metrics_count_what_the_database_and_broker_hold(
         "succeeded": 2,
         "failed": 1,
         "cancelled": 0,
+        "compensated": 0,
+        "compensation_failed": 0,
     }
     steps = {
         labels[0][1]: value

@@ -15,6 +15,7 @@ from approvals.services import approval_decide
 from fleet.selectors import WINDOWS, overview
 from projects.models import Project
 from projects.services import project_default
+from runs.control.compensation import run_compensate
 from runs.control.create import run_create
 from runs.models import Run, RunStatus, Step
 from testsupport.factories import make_user, plan_run, run_awaiting_approval
@@ -132,6 +133,8 @@ def test_the_last_hour_per_minute_for_the_users_projects(timeline):
         "step_tool_errors": 1,
         "runs_succeeded": 1,
         "runs_failed": 1,
+        "runs_compensated": 0,
+        "runs_compensation_failed": 0,
         "failure_rate": 0.5,
         "approvals_decided": 3,
         # percentile_cont over 30, 40, 120 s: the median, and 40 + 0.9 * (120 - 40).
@@ -164,6 +167,50 @@ def test_wider_windows_bin_by_quarter_hours_and_two_hours(timeline):
     assert (week["bucket_seconds"], len(week["buckets"])) == (7200, 84)
     assert week["buckets"][-1] == "2026-03-01T12:00:00+00:00"
     assert week["totals"]["cost_usd"] == 7.75
+
+
+def compensated(operator, capture, steps):
+    """A plan run of ``steps`` that failed, then compensated (read back)."""
+    run = plan_run(operator, steps, capture=capture)
+    assert run.status == RunStatus.FAILED
+    with capture(execute=True):
+        run_compensate(run_id=run.pk, actor=Actor.for_user(operator))
+    return Run.objects.get(pk=run.pk)
+
+
+def test_compensated_runs_count_as_finished_without_success(
+    operator, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    crash = {"tool": "test_crash", "args": {}}
+    reserve = {"tool": "test_reserve", "args": {"seat": "1A"}}
+    undone = compensated(operator, capture, [reserve, crash])
+    assert undone.status == RunStatus.COMPENSATED
+    left = compensated(operator, capture, [reserve, {"tool": "test_hold", "args": {}}, crash])
+    assert left.status == RunStatus.COMPENSATION_FAILED
+    succeeded = plan_run(operator, [CALCULATE], capture=capture)
+    place(undone, created=at(11, 50), finished=at(11, 50, 10))
+    place(left, created=at(11, 50), finished=at(11, 50, 20))
+    place(succeeded, created=at(11, 50), finished=at(11, 50, 30))
+
+    data = overview(window=WINDOWS["1h"], project_ids=[project_default().pk], now=NOW)
+    assert data["failure_rate"][bucket(11, 50)] == pytest.approx(2 / 3)
+    totals = data["totals"]
+    assert (
+        totals["runs_succeeded"],
+        totals["runs_failed"],
+        totals["runs_compensated"],
+        totals["runs_compensation_failed"],
+    ) == (1, 2, 1, 1)
+    assert totals["failure_rate"] == pytest.approx(2 / 3)
+    (group,) = data["by_version"]
+    assert (
+        group["runs"],
+        group["succeeded"],
+        group["failed"],
+        group["compensated"],
+        group["compensation_failed"],
+    ) == (3, 1, 2, 1, 1)
 
 
 def test_the_endpoint_counts_only_the_users_projects(

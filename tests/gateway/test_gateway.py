@@ -46,7 +46,7 @@ def test_tools_pass_the_gateway_under_approvals(asgi_server, bank, upstream_log,
     async def scenario() -> None:
         async with gateway_client(url, token) as client:
             listed = await client.list_tools()
-            assert [t.name for t in listed.tools] == ["lookup", "transfer", "slow"]
+            assert [t.name for t in listed.tools] == ["lookup", "transfer", "slow", "quote"]
             assert listed.tools[1].annotations is not None
             assert listed.tools[1].annotations.destructive_hint is True
 

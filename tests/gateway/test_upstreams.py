@@ -25,12 +25,12 @@ def _command(log: Path) -> str:
 def test_mcp_add_registers_a_stdio_upstream_and_prints_its_tools(tmp_path, capsys):
     call_command("mcp_add", "bank", "--command", _command(tmp_path / "log"))
     out = capsys.readouterr().out
-    assert "bank: 3 tools at /mcp/bank/" in out
+    assert "bank: 4 tools at /mcp/bank/" in out
     assert "transfer (may write)" in out
     assert "lookup (read-only)" in out
     upstream = Upstream.objects.get(name="bank")
     assert upstream.transport == "stdio"
-    assert [t["name"] for t in upstream.tools] == ["lookup", "transfer", "slow"]
+    assert [t["name"] for t in upstream.tools] == ["lookup", "transfer", "slow", "quote"]
     assert upstream.tool("transfer")["annotations"]["destructiveHint"] is True
     assert upstream.tool("lookup")["inputSchema"]["required"] == ["account"]
     assert not (tmp_path / "log").exists()  # listing tools calls none
@@ -70,7 +70,7 @@ def test_admin_shows_an_upstreams_tools_and_refreshes_them(tmp_path):
         follow=True,
     )
     messages = [str(m) for m in response.context["messages"]]
-    assert messages == ["bank: 3 tools"]
+    assert messages == ["bank: 4 tools"]
     page = client.get(f"/admin/gateway/upstream/{upstream.pk}/change/").content.decode()
     assert "<code>transfer</code>" in page
     assert "destructiveHint" in page

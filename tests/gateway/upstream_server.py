@@ -1,5 +1,7 @@
 """A small MCP server for the gateway's tests, over stdio: ``lookup`` (read-only),
-``transfer`` (destructive) and ``slow`` (read-only, sleeps). Every call it receives is appended
+``transfer`` (destructive), ``slow`` (read-only, sleeps) and ``quote`` (read-only, declares an
+``outputSchema``: a non-negative ``price``, and answers ``structuredContent`` with the price
+it was asked for, or none when asked for ``"price": null``). Every call it receives is appended
 to the ``--log`` file as a JSON line (tool, arguments, ``_meta``, pid): the independent record
 of what the upstream saw.
 
@@ -48,6 +50,17 @@ TOOLS = [
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
         annotations=ToolAnnotations(read_only_hint=True),
     ),
+    Tool(
+        name="quote",
+        description="Quote a price.",
+        input_schema={"type": "object", "properties": {"price": {}}},
+        output_schema={
+            "type": "object",
+            "properties": {"price": {"type": "number", "minimum": 0}},
+            "required": ["price"],
+        },
+        annotations=ToolAnnotations(read_only_hint=True),
+    ),
 ]
 
 
@@ -70,7 +83,12 @@ def main() -> None:
             text = "Error: a transfer cannot be negative"
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         text = json.dumps({"tool": params.name, "args": args})
-        return CallToolResult(content=[TextContent(type="text", text=text)])
+        structured = None
+        if params.name == "quote" and args.get("price") is not None:
+            structured = {"price": args["price"]}
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=structured
+        )
 
     server = Server("test upstream", on_list_tools=list_tools, on_call_tool=call_tool)
 

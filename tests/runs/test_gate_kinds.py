@@ -24,6 +24,7 @@ from runs.gates import Classification, StepRequest
 from runs.models import Run, Step
 from runs.recovery import sweep
 from runs.statuses import RunStatus, StepStatus
+from runs.tools import Validator
 from runs.transitions import lock_run, lock_step
 from tests.tools import CALLS
 from testsupport.factories import plan_run
@@ -82,6 +83,9 @@ class TicketPolicy:
         self, request: StepRequest, current: Classification, reason: str
     ) -> Classification | None:
         return None
+
+    def validators(self, request: StepRequest) -> tuple[Validator, ...]:
+        return ()
 
 
 @pytest.fixture
