@@ -41,6 +41,7 @@ EMAIL_ARGS = {"to": ["cfo@example.com"], "subject": "Q3 numbers", "body": "Total
 # axe-core impacts that fail the test.
 BLOCKING = {"serious", "critical"}
 PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1440, "height": 900}
 # The run's creation time, as stored; in Tokyo (UTC+9) it is 23:03:07 the same day.
 CREATED = datetime(2026, 5, 1, 14, 3, 7, tzinfo=UTC)
 
@@ -272,6 +273,14 @@ def test_the_theme_follows_the_system_setting(data, contexts, scheme):
     else:
         assert luminance(background) > 0.8, background
         assert luminance(surface) > 0.8, surface
+
+
+def test_no_page_is_wider_than_a_1440_px_window(data, contexts):
+    visitor = Visitor(contexts, viewport=DESKTOP)
+    for app_page in [p for p in PAGES if p.own]:
+        page = visitor.open(app_page.user, app_page.path(data))
+        width = page.evaluate("document.scrollingElement.scrollWidth")
+        assert width <= DESKTOP["width"], f"{app_page.name} scrolls sideways: {width} px"
 
 
 def test_the_pages_fit_a_phone_with_the_user_and_log_out_in_view(data, contexts):
