@@ -26,7 +26,7 @@ from runs.models import AgentSession
 from runs.models.threads import ThreadBlob, ThreadCheckpoint, ThreadWrite
 from runs.store import inserts, rows
 from runs.store.audit import prefetch_chains
-from runs.store.pipeline import current_batch
+from runs.store.pipeline import Write, current_batch
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,8 @@ def checkpoint_write(
         for blob in blobs:
             data = _param(ThreadBlob, "data", blob.data)
             params += [session_id, checkpoint_ns, blob.channel, blob.version, blob.type, data]
-        inserts.execute(
-            _blobs_sql(len(blobs)), params, table=ThreadBlob._meta.db_table, insert=True
-        )
+        table = ThreadBlob._meta.db_table
+        inserts.execute(Write(_blobs_sql(len(blobs)), params, table=table, insert=True))
     checkpoint = [
         session_id,
         checkpoint_ns,
@@ -119,10 +118,12 @@ def checkpoint_write(
         _param(ThreadCheckpoint, "created_at", timezone.now()),
     ]
     inserts.execute(
-        _checkpoint_sql(),
-        checkpoint,
-        table=ThreadCheckpoint._meta.db_table,
-        row=(session.pk, checkpoint_ns, checkpoint_id),
+        Write(
+            _checkpoint_sql(),
+            checkpoint,
+            table=ThreadCheckpoint._meta.db_table,
+            row=(session.pk, checkpoint_ns, checkpoint_id),
+        )
     )
 
 
