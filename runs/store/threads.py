@@ -83,46 +83,52 @@ def _checkpoint_sql() -> str:
     )
 
 
-def checkpoint_write(
-    session: AgentSession,
-    *,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str,
-    checkpoint_type: str,
-    checkpoint_data: bytes,
-    channel_versions: dict[str, str],
-    metadata: dict[str, Any],
-    blobs: Sequence[BlobRow],
-) -> None:
-    """Write a checkpoint of the locked ``session`` (saving its id again replaces it, but for
-    its creation time) and the channel values it changed (a version on record is kept); inside
-    a batch both are held and sent with the transaction's other writes."""
+@dataclass(frozen=True)
+class CheckpointRow:
+    """A LangGraph checkpoint as ``ThreadCheckpoint`` holds it (the fields of the same
+    names), with the values of the channels it changed (``blobs``)."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    checkpoint_type: str
+    checkpoint_data: bytes
+    channel_versions: dict[str, str]
+    metadata: dict[str, Any]
+    blobs: Sequence[BlobRow]
+
+
+def checkpoint_write(session: AgentSession, checkpoint: CheckpointRow) -> None:
+    """Write ``checkpoint`` of the locked ``session`` (saving its id again replaces it, but
+    for its creation time) and the channel values it changed (a version on record is kept);
+    inside a batch both are held and sent with the transaction's other writes."""
     session_id = _param(ThreadCheckpoint, "session", session.pk)
-    if blobs:
+    namespace = checkpoint.checkpoint_ns
+    if checkpoint.blobs:
         params: list[Any] = []
-        for blob in blobs:
+        for blob in checkpoint.blobs:
             data = _param(ThreadBlob, "data", blob.data)
-            params += [session_id, checkpoint_ns, blob.channel, blob.version, blob.type, data]
+            params += [session_id, namespace, blob.channel, blob.version, blob.type, data]
         table = ThreadBlob._meta.db_table
-        inserts.execute(Write(_blobs_sql(len(blobs)), params, table=table, insert=True))
-    checkpoint = [
+        sql = _blobs_sql(len(checkpoint.blobs))
+        inserts.execute(Write(sql, params, table=table, insert=True))
+    row = [
         session_id,
-        checkpoint_ns,
-        checkpoint_id,
-        parent_checkpoint_id,
-        checkpoint_type,
-        _param(ThreadCheckpoint, "checkpoint_data", checkpoint_data),
-        _param(ThreadCheckpoint, "channel_versions", channel_versions),
-        _param(ThreadCheckpoint, "metadata", metadata),
+        namespace,
+        checkpoint.checkpoint_id,
+        checkpoint.parent_checkpoint_id,
+        checkpoint.checkpoint_type,
+        _param(ThreadCheckpoint, "checkpoint_data", checkpoint.checkpoint_data),
+        _param(ThreadCheckpoint, "channel_versions", checkpoint.channel_versions),
+        _param(ThreadCheckpoint, "metadata", checkpoint.metadata),
         _param(ThreadCheckpoint, "created_at", timezone.now()),
     ]
     inserts.execute(
         Write(
             _checkpoint_sql(),
-            checkpoint,
+            row,
             table=ThreadCheckpoint._meta.db_table,
-            row=(session.pk, checkpoint_ns, checkpoint_id),
+            row=(session.pk, namespace, checkpoint.checkpoint_id),
         )
     )
 
