@@ -18,12 +18,12 @@ from runs.agents.base import parse_step_list
 from runs.budget import parse_budget
 from runs.control.conversation import add_usage_locked, message_rows, parse_usage
 from runs.control.identity import identity_apply, parse_identity
+from runs.control.lifecycle import check_client_run
 from runs.control.sessions import session_messages_locked
 from runs.executor.advance import advance_locked
 from runs.executor.limits import budget_stops_run_locked, step_limit_locked
 from runs.gates import Classification, StepRequest, step_policy
 from runs.models import (
-    CLIENT_DRIVEN,
     AgentSession,
     Executor,
     OnFailure,
@@ -413,12 +413,7 @@ def step_append(
         )
         if repeat:
             return repeat[0]
-        if run.agent not in CLIENT_DRIVEN:
-            raise InvalidInput(f"steps can only be appended to client runs, not {run.agent} runs")
-        if run.is_terminal:
-            raise Conflict(f"run is {run.status}: no more steps can be appended")
-        if run.client_done:
-            raise Conflict("the client already completed this run")
+        check_client_run(run, "have steps appended")
         refusal = step_limit_locked(run, count)
         if refusal:
             raise Conflict(refusal)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Model, Q
 
 from agentops.actors import Actor
 from agentops.errors import InvalidInput
@@ -61,6 +61,49 @@ def _fork_state(source: Run, from_index: int, state_version: int | None) -> Agen
             f"state_version must be a version of the run's state, 0 to {current}",
             field="state_version",
         ) from None
+
+
+# What a fork keeps of its source run: its project, goal, agent and input, the same agent
+# and prompt versions, model and grants (they go on from the fork's step), and its budget.
+_KEPT_RUN_FIELDS = (
+    "project_id",
+    "goal",
+    "agent",
+    "input",
+    "agent_name",
+    "agent_version",
+    "prompt_id",
+    "prompt_name",
+    "prompt_version",
+    "model",
+    "model_parameters",
+    "grants",
+    "step_limit",
+    "max_tokens",
+    "max_cost_usd",
+    "on_budget_exceeded",
+)
+# What a fork's copy of a succeeded step keeps of the source's: the call, how it was
+# classified and its result; it gets its own run, idempotency key and status (succeeded).
+_KEPT_STEP_FIELDS = (
+    "index",
+    "tool",
+    "args",
+    "args_hash",
+    "executor",
+    "args_schema",
+    "requested_by_id",
+    "risk",
+    "gate",
+    "gate_params",
+    "rationale",
+    "tool_call_id",
+    "recorded_result",
+    "result",
+    "tool_error",
+    "max_attempts",
+    "timeout_seconds",
+)
 
 
 def run_fork(
@@ -135,19 +178,7 @@ def run_fork(
     )
     with audited_atomic():
         run = Run.objects.create(
-            project_id=source.project_id,
-            goal=source.goal,
-            agent=source.agent,
-            input=source.input,
-            # The same agent and prompt go on from the fork's step.
-            agent_name=source.agent_name,
-            agent_version=source.agent_version,
-            prompt_id=source.prompt_id,
-            prompt_name=source.prompt_name,
-            prompt_version=source.prompt_version,
-            model=source.model,
-            model_parameters=source.model_parameters,
-            grants=source.grants,
+            **_values(source, _KEPT_RUN_FIELDS),
             forked_from=source,
             forked_from_index=from_index,
             state_schema=schemas[max(schemas)] if schemas else None,
@@ -158,10 +189,6 @@ def run_fork(
             message_count=len(messages),
             context_tokens=_context_tokens(messages, compactions),
             requested_by=actor.user,
-            step_limit=source.step_limit,
-            max_tokens=source.max_tokens,
-            max_cost_usd=source.max_cost_usd,
-            on_budget_exceeded=source.on_budget_exceeded,
             state=checkpoints.get(from_index - 1, {}),
         )
         _copy_conversation(run, messages, compactions)
@@ -196,25 +223,9 @@ def run_fork(
         for old in steps[:from_index]:
             step = Step.objects.create(
                 run=run,
-                index=old.index,
-                tool=old.tool,
-                args=old.args,
-                args_hash=old.args_hash,
-                executor=old.executor,
-                args_schema=old.args_schema,
-                requested_by=old.requested_by,
                 idempotency_key=Step.key_for(run.pk, old.index, old.tool, old.args_hash),
-                risk=old.risk,
-                gate=old.gate,
-                gate_params=old.gate_params,
-                rationale=old.rationale,
-                tool_call_id=old.tool_call_id,
-                recorded_result=old.recorded_result,
                 status=StepStatus.SUCCEEDED,
-                result=old.result,
-                tool_error=old.tool_error,
-                max_attempts=old.max_attempts,
-                timeout_seconds=old.timeout_seconds,
+                **_values(old, _KEPT_STEP_FIELDS),
             )
             record_transition(actor, step, "", reused_from_step=old.pk, index=old.index)
             Checkpoint.objects.create(
@@ -260,5 +271,5 @@ def _context_tokens(messages: list[Message], compactions: list[Compaction]) -> i
     return kept + sum(c.summary_tokens for c in active)
 
 
-def _values(obj: Message | Compaction, fields: tuple[str, ...]) -> dict[str, Any]:
+def _values(obj: Model, fields: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in fields}

@@ -24,23 +24,33 @@ MAX_REASON = 1000
 
 
 def lock_client_run(run_id: uuid.UUID | str, action: str) -> Run:
-    """The client run ``run_id``, locked (``lock_run``), while its client may still act on it:
-    it is not finished and its client has not completed it. ``action`` says what only client
-    runs do, for the error (``"report model turns"``).
+    """The client run ``run_id``, locked (``lock_run``), while its client may still act on it
+    (``check_client_run``, whose ``action`` it passes on).
 
     Raises:
         Run.DoesNotExist: unknown run.
+        InvalidInput, Conflict: as ``check_client_run``.
+    """
+    run = lock_run(run_id)
+    check_client_run(run, action)
+    return run
+
+
+def check_client_run(run: Run, action: str) -> None:
+    """Check that the client of the locked ``run`` may still act on it: it is a client run, not
+    finished, and its client has not completed it. ``action`` says what only client runs
+    do, for the error (``"report model turns"``).
+
+    Raises:
         InvalidInput: not a client run.
         Conflict: the run is already finished or completed.
     """
-    run = lock_run(run_id)
     if run.agent not in CLIENT_DRIVEN:
         raise InvalidInput(f"only client runs {action}, not {run.agent} runs")
     if run.is_terminal:
         raise Conflict(f"run is already {run.status}")
     if run.client_done:
         raise Conflict("the client already completed this run")
-    return run
 
 
 def run_complete(*, run_id: uuid.UUID, actor: Actor) -> Run:

@@ -20,7 +20,7 @@ from audit.services import audit_record, audited_atomic
 from projects.models import Project
 from runs.control.state import check_state
 from runs.models import Run, StateSchema, StateVersion, state_hash
-from runs.selectors import agent_state_get, state_schema_versions
+from runs.selectors import AgentState, agent_state_get, state_schema_versions
 from runs.state_diff import Change, json_diff
 from runs.state_migrations import MigrationFailed, check_steps, registered_migrations, state_upgrade
 from runs.tools.schemas import schema_invalid
@@ -202,6 +202,27 @@ def _target(project_id: int, name: str, to_version: int | None) -> dict[int, Sta
     return schemas
 
 
+def _migrated(
+    current: AgentState, schemas: dict[int, StateSchema], to_version: int
+) -> dict[str, Any]:
+    """The state ``state_migrate`` stores for a run whose current state is ``current``: upgraded
+    to version ``to_version`` of ``schemas`` (``runs.state_migrations.state_upgrade``) and
+    checked as every stored state is (``runs.control.state.check_state``).
+
+    Raises:
+        MigrationFailed: a migration failed on it, or the result does not match the schema.
+        InvalidInput: the result may not be stored (``TooLarge`` too).
+    """
+    state = state_upgrade(
+        current.state,
+        schemas=schemas,
+        from_version=current.schema_version,
+        to_version=to_version,
+    )
+    check_state(state)
+    return state
+
+
 @dataclass
 class MigrationBatch:
     """What one batch of ``state_migrate`` did: runs migrated, and those that failed with why
@@ -252,13 +273,7 @@ def state_migrate_batch(
             if current.schema_version >= to_version:
                 continue
             try:
-                state = state_upgrade(
-                    current.state,
-                    schemas=schemas,
-                    from_version=current.schema_version,
-                    to_version=to_version,
-                )
-                check_state(state)
+                state = _migrated(current, schemas, to_version)
             except (MigrationFailed, InvalidInput) as exc:
                 done.failed[run.pk] = str(exc)
                 continue
@@ -348,7 +363,8 @@ class MigrationPreview:
 def state_migrate_preview(
     *, project_id: int, name: str, to_version: int | None = None
 ) -> MigrationPreview:
-    """The dry run of ``state_migrate``: reads only.
+    """The dry run of ``state_migrate``: reads only. Its sample fails where the migration
+    would fail that run (``_migrated``).
 
     Raises:
         InvalidInput: no such schema or version.
@@ -369,14 +385,8 @@ def state_migrate_preview(
     if sample is not None:
         current = agent_state_get(run_id=sample.pk)
         try:
-            after = state_upgrade(
-                current.state,
-                schemas=schemas,
-                from_version=current.schema_version,
-                to_version=target,
-            )
-            changes = json_diff(current.state, after)
-        except MigrationFailed as exc:
+            changes = json_diff(current.state, _migrated(current, schemas, target))
+        except (MigrationFailed, InvalidInput) as exc:
             failure = str(exc)
     return MigrationPreview(
         target, dict(sorted(counts.items())), sample.pk if sample else None, changes, failure

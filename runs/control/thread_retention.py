@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from django.db.models import Max, Q
+from django.db.models import Max, Model, Q
 
 from agentops.actors import Actor
 from agentops.errors import Conflict, InvalidInput
@@ -91,47 +91,26 @@ def thread_copy(
     return copied
 
 
+# What a thread's copy takes of each row of the source: every column but the row's key, its
+# session (the target's) and a checkpoint's creation time (the copy's), so that a column added
+# to these models is copied too. Checkpoints are copied in the source's order (id).
+_NOT_COPIED: Final = frozenset({"id", "session", "created_at"})
+_COPIED_MODELS: Final[tuple[type[Model], ...]] = (ThreadBlob, ThreadCheckpoint, ThreadWrite)
+
+
 def _copy_rows(source: AgentSession, target: AgentSession) -> int:
-    blobs = ThreadBlob.objects.filter(session=source)
-    ThreadBlob.objects.bulk_create(
-        ThreadBlob(
-            session=target,
-            checkpoint_ns=b.checkpoint_ns,
-            channel=b.channel,
-            version=b.version,
-            type=b.type,
-            data=b.data,
+    """Copy every checkpoint, channel value and pending write of thread ``source`` to
+    ``target`` (``_NOT_COPIED``: one INSERT per model, the source's rows read in batches);
+    returns how many checkpoints were copied."""
+    copied: dict[type[Model], int] = {}
+    for model in _COPIED_MODELS:
+        fields = [f.attname for f in model._meta.concrete_fields if f.name not in _NOT_COPIED]
+        found = model._default_manager.filter(session=source).order_by("pk").values_list(*fields)
+        made = model._default_manager.bulk_create(
+            model(session=target, **dict(zip(fields, row, strict=True))) for row in found.iterator()
         )
-        for b in blobs.iterator()
-    )
-    copies = ThreadCheckpoint.objects.bulk_create(
-        ThreadCheckpoint(
-            session=target,
-            checkpoint_ns=c.checkpoint_ns,
-            checkpoint_id=c.checkpoint_id,
-            parent_checkpoint_id=c.parent_checkpoint_id,
-            checkpoint_type=c.checkpoint_type,
-            checkpoint_data=c.checkpoint_data,
-            channel_versions=c.channel_versions,
-            metadata=c.metadata,
-        )
-        for c in ThreadCheckpoint.objects.filter(session=source).order_by("pk").iterator()
-    )
-    ThreadWrite.objects.bulk_create(
-        ThreadWrite(
-            session=target,
-            checkpoint_ns=w.checkpoint_ns,
-            checkpoint_id=w.checkpoint_id,
-            task_id=w.task_id,
-            task_path=w.task_path,
-            idx=w.idx,
-            channel=w.channel,
-            type=w.type,
-            data=w.data,
-        )
-        for w in ThreadWrite.objects.filter(session=source).iterator()
-    )
-    return len(copies)
+        copied[model] = len(made)
+    return copied[ThreadCheckpoint]
 
 
 def thread_prune(*, actor: Actor, project_id: int, thread_ids: Sequence[str], strategy: str) -> int:

@@ -26,7 +26,7 @@ from projects.models import Project
 from runs.control.sessions import session_create
 from runs.models import AgentSession
 from runs.models.threads import MAX_NAME_CHARS, ThreadWrite
-from runs.store.threads import BlobRow, checkpoint_write, lock_open_session
+from runs.store.threads import BlobRow, CheckpointRow, checkpoint_write, lock_open_session
 from runs.store.transaction import pipelined_atomic
 from runs.transitions import lock_session, record_session_event
 
@@ -143,22 +143,22 @@ def checkpoint_put(
     for blob in blobs:
         check_name(blob.channel, "blobs.channel")
         check_name(blob.version, "blobs.version")
-    saved = _SavedCheckpoint(
-        actor=actor,
+    row = CheckpointRow(
         checkpoint_ns=checkpoint_ns,
         checkpoint_id=checkpoint_id,
         parent_checkpoint_id=parent_checkpoint_id,
-        checkpoint=checkpoint,
+        checkpoint_type=checkpoint.type,
+        checkpoint_data=checkpoint.data,
         channel_versions=channel_versions,
         metadata=metadata,
-        blobs=blobs,
+        blobs=[BlobRow(b.channel, b.version, b.value.type, b.value.data) for b in blobs],
     )
     key = (project_id, thread_id)
     known = _sessions.get(key)
-    if known is None or not saved.into(known, project_id, thread_id):
+    if known is None or not _save(actor, row, known, key):
         _sessions.pop(key, None)
         session = thread_open(actor=actor, project_id=project_id, thread_id=thread_id)
-        if not saved.into(session.pk, project_id, thread_id):
+        if not _save(actor, row, session.pk, key):
             raise AgentSession.DoesNotExist(f"thread {thread_id!r} lost its session")
         known = session.pk
     _remember(key, known)
@@ -178,61 +178,35 @@ def _remember(key: tuple[int, str], session_id: uuid.UUID) -> None:
     _sessions[key] = session_id
 
 
-@dataclass(frozen=True)
-class _SavedCheckpoint:
-    """``checkpoint_put``'s checkpoint, saved by ``into``."""
+def _save(
+    actor: Actor, checkpoint: CheckpointRow, session_id: uuid.UUID, thread: tuple[int, str]
+) -> bool:
+    """Save ``checkpoint`` (``checkpoint_put``'s) in session ``session_id``, by ``actor``, in
+    one pipelined transaction; False (nothing saved) when that session is no longer
+    ``thread`` (project id, thread id).
 
-    actor: Actor
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_checkpoint_id: str
-    checkpoint: Serialized
-    channel_versions: dict[str, str]
-    metadata: dict[str, Any]
-    blobs: Sequence[Blob]
-
-    def into(self, session_id: uuid.UUID, project_id: int, thread_id: str) -> bool:
-        """Save it in session ``session_id`` in one pipelined transaction; False (nothing
-        saved) when that session is no longer thread ``thread_id`` of project ``project_id``.
-
-        Raises:
-            Conflict: the session is closed.
-        """
-        with pipelined_atomic():
-            locked = lock_open_session(session_id, events=1)
-            if locked is None or (locked.project_id, locked.external_id) != (
-                project_id,
-                thread_id,
-            ):
-                return False
-            if not locked.is_open:
-                raise Conflict("the thread's session is closed: it takes no more checkpoints")
-            checkpoint_write(
-                locked,
-                checkpoint_ns=self.checkpoint_ns,
-                checkpoint_id=self.checkpoint_id,
-                parent_checkpoint_id=self.parent_checkpoint_id,
-                checkpoint_type=self.checkpoint.type,
-                checkpoint_data=self.checkpoint.data,
-                channel_versions=self.channel_versions,
-                metadata=self.metadata,
-                blobs=[
-                    BlobRow(blob.channel, blob.version, blob.value.type, blob.value.data)
-                    for blob in self.blobs
-                ],
-            )
-            record_session_event(
-                self.actor,
-                locked,
-                "checkpoint_saved",
-                checkpoint_ns=self.checkpoint_ns,
-                checkpoint_id=self.checkpoint_id,
-                parent_checkpoint_id=self.parent_checkpoint_id,
-                step=self.metadata.get("step"),
-                source=self.metadata.get("source"),
-                channels=sorted(blob.channel for blob in self.blobs),
-            )
-        return True
+    Raises:
+        Conflict: the session is closed.
+    """
+    with pipelined_atomic():
+        locked = lock_open_session(session_id, events=1)
+        if locked is None or (locked.project_id, locked.external_id) != thread:
+            return False
+        if not locked.is_open:
+            raise Conflict("the thread's session is closed: it takes no more checkpoints")
+        checkpoint_write(locked, checkpoint)
+        record_session_event(
+            actor,
+            locked,
+            "checkpoint_saved",
+            checkpoint_ns=checkpoint.checkpoint_ns,
+            checkpoint_id=checkpoint.checkpoint_id,
+            parent_checkpoint_id=checkpoint.parent_checkpoint_id,
+            step=checkpoint.metadata.get("step"),
+            source=checkpoint.metadata.get("source"),
+            channels=sorted(blob.channel for blob in checkpoint.blobs),
+        )
+    return True
 
 
 def checkpoint_writes_put(

@@ -12,7 +12,7 @@ from audit.chain import heads_sql, reserve_ids_sql
 from audit.models import AuditChainHead, AuditEvent
 from audit.services import audit_prefetched
 from runs.store import inserts, rows
-from runs.store.pipeline import current_batch
+from runs.store.pipeline import Write, current_batch
 
 
 class RowStatements:
@@ -28,7 +28,7 @@ class RowStatements:
 
     def execute(self, sql: str, params: Sequence[Any], *, row: str, error: Exception) -> None:
         table = AuditChainHead._meta.db_table
-        inserts.execute(sql, params, table=table, row=row, expect_one=error)
+        inserts.execute(Write(sql, params, table=table, row=row, expect_one=error))
 
 
 def reserve_ids_later(count: int) -> Callable[[], list[int]]:

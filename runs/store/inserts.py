@@ -12,7 +12,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 from runs.store.adapt import Param, param_of
-from runs.store.pipeline import CACHED_MAX_PARAMS, current_batch
+from runs.store.pipeline import CACHED_MAX_PARAMS, Write, current_batch
 from runs.store.rows import database, table_of
 
 M = TypeVar("M", bound=Model)
@@ -91,7 +91,7 @@ def insert(objs: Sequence[M], *, returning: bool = True) -> Sequence[M]:
     batch = current_batch()
     if not returning:
         if batch is not None:
-            batch.write(sql, params, table=model._meta.db_table, insert=True)
+            batch.write(Write(sql, params, table=model._meta.db_table, insert=True))
         else:
             with db.cursor() as cursor:
                 cursor.execute(sql, params)
@@ -139,27 +139,18 @@ def upsert(obj: Model, *, key: str, fields: Sequence[str]) -> None:
     model = type(obj)
     sql, columns = _upsert_sql(model, key, tuple(fields))
     params = [make(obj, db) for make in columns]
-    execute(sql, params, table=model._meta.db_table, row=getattr(obj, key))
+    execute(Write(sql, params, table=model._meta.db_table, row=getattr(obj, key)))
 
 
-def execute(
-    sql: str,
-    params: Sequence[Any],
-    *,
-    table: str,
-    row: Any = None,
-    insert: bool = False,
-    expect_one: Exception | None = None,
-) -> None:
-    """Run one INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` whose answer is
-    not read (``row`` and ``insert`` as ``Batch.write``); with ``expect_one``, raise it unless
-    the statement changed exactly one row. Inside a batch it is held and sent with the batch's
-    other writes, and checked at the next sync (before the commit)."""
+def execute(write: Write) -> None:
+    """Run ``write`` now, raising its ``expect_one`` unless it changed exactly one row; inside
+    a batch it is held and sent with the batch's other writes, and checked at the next sync
+    (before the commit)."""
     batch = current_batch()
     if batch is not None:
-        batch.write(sql, params, table=table, row=row, insert=insert, expect_one=expect_one)
+        batch.write(write)
         return
     with database().cursor() as cursor:
-        cursor.execute(sql, params)
-        if expect_one is not None and cursor.rowcount != 1:
-            raise expect_one
+        cursor.execute(write.sql, write.params)
+        if write.expect_one is not None and cursor.rowcount != 1:
+            raise write.expect_one

@@ -12,7 +12,7 @@ from memory.models import MemoryItem, MemoryVersion
 from memory.rows import search_vector_sql
 from runs.store import inserts, rows, writes
 from runs.store.audit import prefetch_chains
-from runs.store.pipeline import current_batch
+from runs.store.pipeline import Write, current_batch
 from runs.store.transaction import pipelined_atomic
 
 _ITEM = 'project_id = %s AND namespace_path = %s AND "key" = %s'
@@ -51,6 +51,5 @@ class SeamItemRows:
     def _search_vector(self, item: MemoryItem) -> None:
         # SQLite has no tsvector: its search matches substrings of the text instead.
         if connection.vendor == "postgresql":
-            inserts.execute(
-                search_vector_sql(), [item.pk], table=MemoryItem._meta.db_table, row=item.pk
-            )
+            table = MemoryItem._meta.db_table
+            inserts.execute(Write(search_vector_sql(), [item.pk], table=table, row=item.pk))

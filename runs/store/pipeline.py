@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import cache
 from typing import Any
 
@@ -44,11 +44,21 @@ def _db() -> BaseDatabaseWrapper:
     return connections[DEFAULT_DB_ALIAS]
 
 
-@dataclass
-class _Write:
+@dataclass(slots=True)
+class Write:
+    """One INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` whose answer is not
+    read (``Batch.write``, ``runs.store.inserts.execute``): with ``insert``, it adds rows (an
+    upsert is an UPDATE of its ``row``); else it updates the one row whose key is ``row``, or
+    the rows a condition picks (``row`` None). With ``expect_one``, that error is raised
+    unless the write changed exactly one row."""
+
     sql: str
     params: Sequence[Any]
-    expect_one: Exception | None
+    _: KW_ONLY
+    table: str
+    row: Any = None
+    insert: bool = False
+    expect_one: Exception | None = None
 
 
 @dataclass
@@ -59,31 +69,33 @@ class _Held:
     rows), and, for an UPDATE, none updates the same row (by key) or rows of its table by a
     condition (which rows is not known)."""
 
-    writes: list[_Write] = dataclasses.field(default_factory=list)
+    writes: list[Write] = dataclasses.field(default_factory=list)
     inserted: set[str] = dataclasses.field(default_factory=set)
     updated: set[str] = dataclasses.field(default_factory=set)
     by_condition: set[str] = dataclasses.field(default_factory=set)
     rows: set[tuple[str, Any]] = dataclasses.field(default_factory=set)
 
-    def admits(self, table: str, row: Any, insert: bool) -> bool:
-        if insert:
+    def admits(self, write: Write) -> bool:
+        if write.insert:
             return True
+        table = write.table
         if table in self.inserted or table in self.by_condition:
             return False
-        if row is None:
+        if write.row is None:
             return table not in self.updated
-        return (table, row) not in self.rows
+        return (table, write.row) not in self.rows
 
-    def add(self, write: _Write, table: str, row: Any, insert: bool) -> None:
+    def add(self, write: Write) -> None:
         self.writes.append(write)
-        if insert:
+        table = write.table
+        if write.insert:
             self.inserted.add(table)
             return
         self.updated.add(table)
-        if row is None:
+        if write.row is None:
             self.by_condition.add(table)
         else:
-            self.rows.add((table, row))
+            self.rows.add((table, write.row))
 
 
 # psycopg keeps the parsed form of a statement only up to these sizes (psycopg._queries,
@@ -94,12 +106,12 @@ _COMBINED_MAX_LENGTH = 3800
 CACHED_MAX_PARAMS = 50
 
 
-def _params(write: _Write) -> int:
+def _params(write: Write) -> int:
     # A guarded write passes one more parameter: the number of its check.
     return len(write.params) + (write.expect_one is not None)
 
 
-def _fits(group: list[_Write], write: _Write) -> bool:
+def _fits(group: list[Write], write: Write) -> bool:
     """Whether ``write`` may join ``group`` in one combined statement."""
     params = sum(_params(held) for held in group) + _params(write)
     length = sum(len(held.sql) + 60 for held in group) + len(write.sql) + 60
@@ -180,33 +192,22 @@ class Batch:
         self._send_held()
         return self._send(sql, params)
 
-    def write(
-        self,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        table: str,
-        row: Any = None,
-        insert: bool = False,
-        expect_one: Exception | None = None,
-    ) -> None:
-        """Hold one INSERT or UPDATE (``%s`` parameters, no RETURNING) of ``table`` to be sent
-        with the other held writes: with ``insert``, it adds rows (an upsert is an UPDATE of
-        its ``row``); else it updates the one row whose key is ``row``, or the rows a condition
-        picks (``row`` None). With ``expect_one``, the next sync raises it unless the write
-        changed exactly one row (and the transaction can no longer commit)."""
+    def write(self, write: Write) -> None:
+        """Hold ``write`` to be sent with the other held writes; its ``expect_one`` is raised
+        by the next sync unless it changed exactly one row (and the transaction can no longer
+        commit). Without a pipeline (SQLite) it runs at once, and raises then."""
         if self._pipeline is None:
-            cursor = self._send(sql, params)
-            if expect_one is not None and cursor.rowcount != 1:
-                raise expect_one
+            cursor = self._send(write.sql, write.params)
+            if write.expect_one is not None and cursor.rowcount != 1:
+                raise write.expect_one
             return
-        if not self._held.admits(table, row, insert):
+        if not self._held.admits(write):
             self._send_held()
-        self._held.add(_Write(sql, params, expect_one), table, row, insert)
+        self._held.add(write)
 
     def _send_held(self) -> None:
         held, self._held = self._held.writes, _Held()
-        group: list[_Write] = []
+        group: list[Write] = []
         for write in held:
             if group and not _fits(group, write):
                 self._send_group(group)
@@ -215,7 +216,7 @@ class Batch:
         if group:
             self._send_group(group)
 
-    def _send_group(self, group: list[_Write]) -> None:
+    def _send_group(self, group: list[Write]) -> None:
         if len(group) == 1 and group[0].expect_one is None:
             self._send(group[0].sql, group[0].params)
             return

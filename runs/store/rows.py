@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -89,15 +89,22 @@ def table_of(model: type[Model]) -> Table:
     )
 
 
+class SelectOptions(TypedDict, total=False):
+    """How ``select`` and ``select_later`` read rows: ``lock`` (default False) adds ``FOR
+    UPDATE`` (where the database has it), so the rows stay locked until the transaction ends;
+    ``order_by`` is an SQL ordering (default none), ``limit`` a row count (default None: no
+    limit)."""
+
+    lock: bool
+    order_by: str
+    limit: int | None
+
+
 def _select_sql(
-    model: type[Model],
-    where: str,
-    params: Sequence[Any],
-    lock: bool,
-    order_by: str,
-    limit: int | None,
+    model: type[Model], where: str, params: Sequence[Any], options: SelectOptions
 ) -> tuple[str, Sequence[Any]]:
     db = database()
+    order_by, limit = options.get("order_by", ""), options.get("limit")
     if not db.features.has_native_uuid_field:
         params = [p.hex if isinstance(p, uuid.UUID) else p for p in params]
     sql = f"SELECT {table_of(model).columns} FROM {table_of(model).name} WHERE {where}"  # noqa: S608
@@ -105,7 +112,7 @@ def _select_sql(
         sql += f" ORDER BY {order_by}"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    if lock and db.features.has_select_for_update:
+    if options.get("lock", False) and db.features.has_select_for_update:
         sql += " FOR UPDATE"
     return sql, params
 
@@ -163,43 +170,25 @@ def clone(obj: M) -> M:
 
 
 def select(
-    model: type[M],
-    where: str,
-    params: Sequence[Any],
-    *,
-    lock: bool = False,
-    order_by: str = "",
-    limit: int | None = None,
+    model: type[M], where: str, params: Sequence[Any], **options: Unpack[SelectOptions]
 ) -> list[M]:
     """Instances of ``model`` whose rows match the SQL condition ``where`` (``%s`` parameters;
-    UUIDs are passed as the database stores them).
-
-    ``lock`` adds ``FOR UPDATE`` (where the database has it): the rows stay locked until the
-    transaction ends. ``order_by`` is an SQL ordering, ``limit`` a row count. Inside a batch,
-    what was queued before is sent with it (one round trip).
+    UUIDs are passed as the database stores them), read as ``options`` say. Inside a batch,
+    what was queued before is sent with it (one round trip: ``select_later``, then a sync).
     """
-    sql, params = _select_sql(model, where, params, lock, order_by, limit)
     batch = current_batch()
     if batch is not None:
-        cursor = batch.queue(sql, params)
+        read = select_later(model, where, params, **options)
         batch.sync()
+        return read()
+    with database().cursor() as cursor:
+        cursor.execute(*_select_sql(model, where, params, options))
         found = cursor.fetchall()
-        cursor.close()
-    else:
-        with database().cursor() as cursor:
-            cursor.execute(sql, params)
-            found = cursor.fetchall()
     return instances(model, found)
 
 
 def select_later(
-    model: type[M],
-    where: str,
-    params: Sequence[Any],
-    *,
-    lock: bool = False,
-    order_by: str = "",
-    limit: int | None = None,
+    model: type[M], where: str, params: Sequence[Any], **options: Unpack[SelectOptions]
 ) -> Callable[[], list[M]]:
     """``select`` queued in this thread's batch (``runs.store.pipeline.current_batch``);
     returns the function that reads its instances after the batch's next ``sync`` (called
@@ -211,7 +200,7 @@ def select_later(
     batch = current_batch()
     if batch is None:
         raise RuntimeError("select_later needs an open batch")
-    rows = batch.fetch_later(*_select_sql(model, where, params, lock, order_by, limit))
+    rows = batch.fetch_later(*_select_sql(model, where, params, options))
     return lambda: instances(model, rows())
 
 

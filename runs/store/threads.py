@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from runs.models import AgentSession
 from runs.models.threads import ThreadBlob, ThreadCheckpoint, ThreadWrite
 from runs.store import inserts, rows
 from runs.store.audit import prefetch_chains
-from runs.store.pipeline import current_batch
+from runs.store.pipeline import Write, current_batch
 
 
 @dataclass(frozen=True)
@@ -83,47 +83,95 @@ def _checkpoint_sql() -> str:
     )
 
 
-def checkpoint_write(
-    session: AgentSession,
-    *,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str,
-    checkpoint_type: str,
-    checkpoint_data: bytes,
-    channel_versions: dict[str, str],
-    metadata: dict[str, Any],
-    blobs: Sequence[BlobRow],
-) -> None:
-    """Write a checkpoint of the locked ``session`` (saving its id again replaces it, but for
-    its creation time) and the channel values it changed (a version on record is kept); inside
-    a batch both are held and sent with the transaction's other writes."""
+@dataclass(frozen=True)
+class CheckpointRow:
+    """A LangGraph checkpoint as ``ThreadCheckpoint`` holds it (the fields of the same
+    names), with the values of the channels it changed (``blobs``)."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    checkpoint_type: str
+    checkpoint_data: bytes
+    channel_versions: dict[str, str]
+    metadata: dict[str, Any]
+    blobs: Sequence[BlobRow]
+
+
+def checkpoint_write(session: AgentSession, checkpoint: CheckpointRow) -> None:
+    """Write ``checkpoint`` of the locked ``session`` (saving its id again replaces it, but
+    for its creation time) and the channel values it changed (a version on record is kept);
+    inside a batch both are held and sent with the transaction's other writes."""
     session_id = _param(ThreadCheckpoint, "session", session.pk)
-    if blobs:
+    namespace = checkpoint.checkpoint_ns
+    if checkpoint.blobs:
         params: list[Any] = []
-        for blob in blobs:
+        for blob in checkpoint.blobs:
             data = _param(ThreadBlob, "data", blob.data)
-            params += [session_id, checkpoint_ns, blob.channel, blob.version, blob.type, data]
-        inserts.execute(
-            _blobs_sql(len(blobs)), params, table=ThreadBlob._meta.db_table, insert=True
-        )
-    checkpoint = [
+            params += [session_id, namespace, blob.channel, blob.version, blob.type, data]
+        table = ThreadBlob._meta.db_table
+        sql = _blobs_sql(len(checkpoint.blobs))
+        inserts.execute(Write(sql, params, table=table, insert=True))
+    row = [
         session_id,
-        checkpoint_ns,
-        checkpoint_id,
-        parent_checkpoint_id,
-        checkpoint_type,
-        _param(ThreadCheckpoint, "checkpoint_data", checkpoint_data),
-        _param(ThreadCheckpoint, "channel_versions", channel_versions),
-        _param(ThreadCheckpoint, "metadata", metadata),
+        namespace,
+        checkpoint.checkpoint_id,
+        checkpoint.parent_checkpoint_id,
+        checkpoint.checkpoint_type,
+        _param(ThreadCheckpoint, "checkpoint_data", checkpoint.checkpoint_data),
+        _param(ThreadCheckpoint, "channel_versions", checkpoint.channel_versions),
+        _param(ThreadCheckpoint, "metadata", checkpoint.metadata),
         _param(ThreadCheckpoint, "created_at", timezone.now()),
     ]
     inserts.execute(
-        _checkpoint_sql(),
-        checkpoint,
-        table=ThreadCheckpoint._meta.db_table,
-        row=(session.pk, checkpoint_ns, checkpoint_id),
+        Write(
+            _checkpoint_sql(),
+            row,
+            table=ThreadCheckpoint._meta.db_table,
+            row=(session.pk, namespace, checkpoint.checkpoint_id),
+        )
     )
+
+
+R = TypeVar("R", ThreadBlob, ThreadWrite)
+
+
+@dataclass(frozen=True)
+class _Attached(Generic[R]):
+    """Rows a page reads with each checkpoint, as one array a column: ``model``'s, whose
+    ``read`` columns come from the arrays and whose session and ``shared`` fields are the
+    checkpoint's."""
+
+    model: type[R]
+    shared: tuple[str, ...]
+    read: tuple[str, ...]
+
+    def arrays(self, alias: str) -> str:
+        """The SELECT list aggregating the ``read`` columns of rows aliased ``alias``."""
+        quote = rows.database().ops.quote_name
+        return ", ".join(f"array_agg({alias}.{quote(c)}) AS {quote(c)}" for c in self.read)
+
+    def of(self, checkpoint: ThreadCheckpoint, arrays: Sequence[Any]) -> list[R]:
+        """The instances ``arrays`` (the ``read`` columns' arrays, None when there are no
+        rows) hold for ``checkpoint``."""
+        if arrays[0] is None:
+            return []
+        fixed = {name: getattr(checkpoint, name) for name in self.shared}
+        return [
+            self.model(
+                session_id=checkpoint.session_id, **fixed, **dict(zip(self.read, row, strict=True))
+            )
+            for row in zip(*arrays, strict=True)
+        ]
+
+
+# A checkpoint's values (those its ``channel_versions`` name) and its pending writes.
+_VALUES = _Attached(ThreadBlob, ("checkpoint_ns",), ("channel", "version", "type", "data"))
+_WRITES = _Attached(
+    ThreadWrite,
+    ("checkpoint_ns", "checkpoint_id"),
+    ("task_id", "task_path", "idx", "channel", "type", "data"),
+)
 
 
 @cache
@@ -132,9 +180,7 @@ def _page_sql(filters: tuple[str, ...]) -> str:
     columns = ", ".join(f"c.{column}" for column in rows.column_list(ThreadCheckpoint).split(", "))
     where = " AND ".join(("s.project_id = %s", "s.external_id = %s", *filters))
     return f"""
-SELECT {columns},
-    v.channels, v.versions, v.types, v.datas,
-    w.task_ids, w.task_paths, w.idxs, w.channels, w.types, w.datas
+SELECT {columns}, v.*, w.*
 FROM (
     SELECT c.* FROM {checkpoints} c JOIN {rows.table_of(AgentSession).name} s
         ON s.id = c.session_id
@@ -142,17 +188,14 @@ FROM (
     ORDER BY c.checkpoint_id DESC, c.checkpoint_ns LIMIT %s
 ) c
 LEFT JOIN LATERAL (
-    SELECT array_agg(b.channel) AS channels, array_agg(b.version) AS versions,
-        array_agg(b."type") AS types, array_agg(b."data") AS datas
+    SELECT {_VALUES.arrays("b")}
     FROM jsonb_each_text(c.channel_versions) AS named
     JOIN {rows.table_of(ThreadBlob).name} b ON b.session_id = c.session_id
         AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = named.key
         AND b.version = named.value
 ) v ON TRUE
 LEFT JOIN LATERAL (
-    SELECT array_agg(w.task_id) AS task_ids, array_agg(w.task_path) AS task_paths,
-        array_agg(w.idx) AS idxs, array_agg(w.channel) AS channels,
-        array_agg(w."type") AS types, array_agg(w."data") AS datas
+    SELECT {_WRITES.arrays("w")}
     FROM {rows.table_of(ThreadWrite).name} w
     WHERE w.session_id = c.session_id AND w.checkpoint_ns = c.checkpoint_ns
         AND w.checkpoint_id = c.checkpoint_id
@@ -189,43 +232,9 @@ def checkpoint_page(
         params.append(_param(ThreadCheckpoint, "metadata", metadata))
     found = rows.fetch(_page_sql(tuple(filters)), [*params, limit])
     width = rows.width(ThreadCheckpoint)
+    values = width + len(_VALUES.read)
     page = rows.instances(ThreadCheckpoint, [row[:width] for row in found])
     return [
-        (c, _blobs(c, row[width : width + 4]), _writes(c, row[width + 4 :]))
+        (c, _VALUES.of(c, row[width:values]), _WRITES.of(c, row[values:]))
         for c, row in zip(page, found, strict=True)
-    ]
-
-
-def _blobs(checkpoint: ThreadCheckpoint, columns: Sequence[Any]) -> list[ThreadBlob]:
-    if columns[0] is None:
-        return []
-    return [
-        ThreadBlob(
-            session_id=checkpoint.session_id,
-            checkpoint_ns=checkpoint.checkpoint_ns,
-            channel=channel,
-            version=version,
-            type=type_,
-            data=data,
-        )
-        for channel, version, type_, data in zip(*columns, strict=True)
-    ]
-
-
-def _writes(checkpoint: ThreadCheckpoint, columns: Sequence[Any]) -> list[ThreadWrite]:
-    if columns[0] is None:
-        return []
-    return [
-        ThreadWrite(
-            session_id=checkpoint.session_id,
-            checkpoint_ns=checkpoint.checkpoint_ns,
-            checkpoint_id=checkpoint.checkpoint_id,
-            task_id=task_id,
-            task_path=task_path,
-            idx=idx,
-            channel=channel,
-            type=type_,
-            data=data,
-        )
-        for task_id, task_path, idx, channel, type_, data in zip(*columns, strict=True)
     ]

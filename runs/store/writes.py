@@ -32,7 +32,7 @@ from agentops.clock import DatabaseTime
 from runs.models import Run, Step, StepAttempt, ToolCall
 from runs.store import inserts
 from runs.store.adapt import Adapter, adapter_of
-from runs.store.pipeline import current_batch
+from runs.store.pipeline import Write, current_batch
 from runs.store.rows import LOADED, Table, database, table_of
 
 logger = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def write_where(model: type[Model], values: dict[str, Any], where: dict[str, Any
         return
     sql, params = _update_params(model, values, where)
     row = where["pk"] if list(where) == ["pk"] else None
-    batch.write(sql, params, table=model._meta.db_table, row=row)
+    batch.write(Write(sql, params, table=model._meta.db_table, row=row))
 
 
 def updated_fields(model: type[Model]) -> tuple[str, ...]:
@@ -187,14 +187,7 @@ def update(obj: Model, *, guard: dict[str, Any]) -> None:
         values[name] = table.fields[name].pre_save(obj, add=False)
     changed = ConcurrentTransition(f"{obj!r} changed since it was read ({guard})")
     sql, params = _update_params(model, values, {"pk": obj.pk, **guard})
-    batch = current_batch()
-    if batch is not None:
-        batch.write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed)
-    else:
-        with database().cursor() as cursor:
-            cursor.execute(sql, params)
-            if cursor.rowcount != 1:
-                raise changed
+    inserts.execute(Write(sql, params, table=model._meta.db_table, row=obj.pk, expect_one=changed))
     # Keep ConcurrentTransitionMixin's record of the saved status in step with the row, so
     # an ORM save of the same instance later is guarded by the new status.
     fsm_record_saved(obj)

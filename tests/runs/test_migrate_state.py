@@ -99,6 +99,25 @@ def test_a_dry_run_counts_and_shows_a_sample_writing_nothing(seeded):
 
 
 @pytest.mark.django_db
+def test_a_dry_run_s_sample_fails_where_the_migration_fails_it(seeded):
+    v1, _ = schemas()
+    (run,) = old_runs(v1, 1)
+    # V2 takes it, but a stored state may not nest deeper than 32 levels.
+    deep: dict[str, Any] = {}
+    for _ in range(40):
+        deep = {"d": deep}
+    StateVersion.objects.filter(run=run).update(state={"name": "x", "deep": deep})
+    out = StringIO()
+    with assert_unchanged():
+        call_command("migrate_state", "booking", "--dry-run", stdout=out)
+    assert "would fail: state nests deeper than the limit of 32 levels" in out.getvalue()
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 runs could not be migrated"):
+        call_command("migrate_state", "booking", stdout=out)
+    assert f"run {run.pk} not migrated: state nests deeper than the limit" in out.getvalue()
+
+
+@pytest.mark.django_db
 def test_each_run_is_migrated_once_audited_and_a_run_that_cannot_be_is_reported(seeded):
     v1, _ = schemas()
     runs = old_runs(v1, 4)
