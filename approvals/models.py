@@ -12,9 +12,10 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
-from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from django_fsm import FSMField, transition
 
 from agentops.conditions import ConditionError, check_condition
+from agentops.fsm import GuardedTransitions
 from agentops.statuses import StatusInfo, status_map
 from approvals.policy import EXPIRY_FAILS, EXPIRY_REJECTS, ApprovalPolicy
 from runs.models import Risk
@@ -264,7 +265,7 @@ class ApprovalStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
+class ApprovalRequest(GuardedTransitions, models.Model):
     """The approval gate of one risky step: reviewers' go-ahead before it runs.
 
     ``policy`` is the ``ApprovalPolicy`` (as JSON) it is decided by, copied from its step when

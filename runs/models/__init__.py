@@ -18,9 +18,10 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
-from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+from django_fsm import FSMField, transition
 
 from agentops.fields import DeepJSONField
+from agentops.fsm import GuardedTransitions
 from agentops.statuses import StatusInfo
 from projects.models import default_project_id
 from runs.models.choices import (
@@ -113,7 +114,7 @@ def _not_compensating(run: models.Model) -> bool:
     return not _compensating(run)
 
 
-class Run(ConcurrentTransitionMixin, models.Model):
+class Run(GuardedTransitions, models.Model):
     """One agent task: its goal, the agent driving it, its working state and conversation.
 
     ``state`` is the executor's bookkeeping carried between steps (``completed_steps``,
@@ -393,7 +394,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.gate = ""
 
 
-class Step(ConcurrentTransitionMixin, models.Model):
+class Step(GuardedTransitions, models.Model):
     """One tool call of a run, at position ``index`` (0-based).
 
     ``idempotency_key`` is ``{run_id}:{index}:{tool}:{args_hash}`` (``args_hash``: SHA-256 of the
