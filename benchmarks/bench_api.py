@@ -1,7 +1,7 @@
 """API and pages: latency under a fixed arrival rate with 1M steps in the database, and the SQL
 queries per page.
 
-Data: ``runs`` plan runs of 50 succeeded steps loaded with SQL (``harness.load_runs``: 1M steps
+Data: ``runs`` plan runs of 50 succeeded steps loaded with SQL (``data.load_runs``: 1M steps
 at full size), one run of 10 steps, and ``pending`` runs waiting for a reviewer (created
 through the services, so they have audit events and approval requests).
 
@@ -35,7 +35,9 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs
+from benchmarks.data import bench_users, load_runs
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 from testsupport.statistics import percentile
 
 NAME = "api"

@@ -14,15 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from benchmarks.bench_throughput import wait_runs
-from benchmarks.harness import (
-    Bench,
-    Figure,
-    Sample,
-    Target,
-    bench_users,
-    chain_latencies,
-    paced,
-)
+from benchmarks.data import bench_users
+from benchmarks.harness import Bench, chain_latencies, paced
+from benchmarks.table import Figure, Sample, Target
 from testsupport.statistics import percentile
 
 NAME = "approval"

@@ -35,7 +35,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from benchmarks.data import bench_users
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 from testsupport.processes import Process, daphne_command, free_port, uvicorn_command
 
 NAME = "artifacts"

@@ -30,7 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from benchmarks.data import bench_users
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 
 NAME = "conversation"
 FILL_TURN = 200

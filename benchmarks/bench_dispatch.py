@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from benchmarks.bench_throughput import SIZES as THROUGHPUT_SIZES
 from benchmarks.bench_throughput import app_steps_per_second, create_runs, wait_runs
-from benchmarks.harness import Bench, Figure, Sample, Target, chain_latencies, paced
+from benchmarks.harness import Bench, chain_latencies, paced
+from benchmarks.table import Figure, Sample, Target
 from testsupport.statistics import percentile
 
 NAME = "dispatch"

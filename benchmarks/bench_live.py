@@ -32,7 +32,9 @@ from typing import Any, TypeVar
 import aiohttp
 
 from benchmarks.bench_throughput import wait_runs
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from benchmarks.data import bench_users
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 from testsupport.statistics import percentile
 
 T = TypeVar("T")

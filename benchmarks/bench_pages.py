@@ -6,7 +6,7 @@ exists: steps, attempts, checkpoints, audit events, approval requests): one plan
 ``STEPS_PER_RUN`` ``echo`` steps whose arguments (and so results) are a small JSON document
 (``ECHO_VALUE``), ``INBOX_PENDING`` runs waiting for a reviewer (an ``echo`` step, then
 ``send_email``: one full inbox page), and ``LIST_RUNS`` more runs loaded with SQL
-(``harness.load_runs``), so the runs list shows a full page of 50.
+(``data.load_runs``), so the runs list shows a full page of 50.
 
 Server time of a page: ``django.test.Client.get`` of its URL with the session of a logged-in
 user (an operator for the run page and the runs list, a reviewer for the inbox): the whole
@@ -41,7 +41,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs
+from benchmarks.data import bench_users, load_runs
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 
 NAME = "pages"
 STEPS_PER_RUN = 50
@@ -258,7 +260,7 @@ def browser_loads(bench: Bench, urls: list[str], warmup: int, renders: int) -> l
     ``renders`` loads after ``warmup`` ones, the URLs taking turns."""
     from playwright.sync_api import sync_playwright
 
-    from benchmarks.harness import BENCH_USER_PASSWORD
+    from benchmarks.data import BENCH_USER_PASSWORD
 
     bench.start_daphne()
     times: list[list[float]] = [[] for _ in urls]

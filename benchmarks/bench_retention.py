@@ -1,7 +1,7 @@
 """Retention purge: rows per second deleting old steps in batches, and the longest batch.
 
 Each repetition loads ``runs`` succeeded plan runs of ``steps_per_run`` steps that finished
-400 days ago (``harness.load_runs``: 1M steps at full size, next to whatever the other
+400 days ago (``data.load_runs``: 1M steps at full size, next to whatever the other
 benchmarks left, e.g. the API benchmark's 1M recent steps) and purges them with
 ``runs.retention.retention_purge`` under one ``delete`` policy of 30 days, at its default batch
 size: steps deleted / the purge's seconds, and its ``longest_batch_ms``. The baseline loads the
@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from benchmarks.harness import Bench, Figure, Sample, Target, load_runs
+from benchmarks.data import load_runs
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 
 NAME = "retention"
 AGE_DAYS = 400

@@ -1,7 +1,7 @@
 """Search: server time of the runs list's full-text search (``?q=``, ``runs.search``) over
 ``runs * steps_per_run`` steps (1M at full size).
 
-Data, set-based SQL in the benchmark's own database (``harness.load_runs``, then one
+Data, set-based SQL in the benchmark's own database (``data.load_runs``, then one
 ``INSERT ... SELECT`` of messages): ``runs`` plan runs of ``steps_per_run`` steps, each step's
 arguments a small booking (``reservation_id``: six characters of an md5 of the run and step
 numbers, unique in practice; ``customer``; a note of common words) and its result a
@@ -31,7 +31,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users, load_runs
+from benchmarks.data import bench_users, load_runs
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 
 NAME = "search"
 FARE_CLASSES = ("economy", "premium", "business", "first", "basic", "flex", "saver", "plus")

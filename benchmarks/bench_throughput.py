@@ -51,7 +51,9 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import Bench, Figure, Sample, Target, bench_users
+from benchmarks.data import bench_users
+from benchmarks.harness import Bench
+from benchmarks.table import Figure, Sample, Target
 from testsupport.processes import cpu_seconds, wait_until
 
 NAME = "throughput"

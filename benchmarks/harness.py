@@ -1,28 +1,26 @@
-"""What every benchmark shares: figures and the results table, statistics, the processes under
-test (Celery workers, daphne, DBOS workers), PostgreSQL counters and bulk data.
+"""What every benchmark shares besides its figures (``table``) and data (``data``): paced sends,
+the bare-Celery baseline's latencies, the processes under test (Celery workers, daphne, DBOS
+workers) and PostgreSQL counters.
 
 A benchmark module (``bench_*.py``) has ``NAME``, ``FIGURES`` (the rows it reports), ``SIZES``
 (its parameters for ``tiny`` and ``full``) and ``run(bench) -> Iterator[Sample]``, which repeats
 its measurement ``bench.repeat`` times and yields one sample per figure and repetition, each
-with the baseline measured in the same repetition.
+with the baseline measured in the same repetition (``table.Figure``, ``table.Sample``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
@@ -35,163 +33,8 @@ from testsupport.processes import (
     wait_until,
 )
 
-BENCH_USER_PASSWORD = "bench-password-not-secret"  # noqa: S105
-
-
 # ---------------------------------------------------------------------------------------------
-# Figures, samples and the table
-
-
-@dataclass(frozen=True)
-class Target:
-    """A target from the issue: ``op`` (``>=``, ``<=``, ``<``) ``bound``, on the figure's median
-    ``value`` or on its ``ratio`` to the baseline."""
-
-    op: str
-    bound: float
-    on: str = "value"
-
-    def met(self, value: float | None, ratio: float | None) -> bool | None:
-        """Whether the target is met; None when the figure it is on was not measured."""
-        x = value if self.on == "value" else ratio
-        if x is None:
-            return None
-        return {">=": x >= self.bound, "<=": x <= self.bound, "<": x < self.bound}[self.op]
-
-    def __str__(self) -> str:
-        prefix = "ratio " if self.on == "ratio" else ""
-        return f"{prefix}{self.op} {self.bound:g}"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One row of the table: ``key`` (unique within its benchmark), ``label``, ``unit`` and the
-    targets it is held to."""
-
-    key: str
-    label: str
-    unit: str
-    targets: tuple[Target, ...] = ()
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One repetition's measurement of figure ``key``, with the baseline measured in the same
-    repetition (None when the figure has none)."""
-
-    key: str
-    value: float
-    baseline: float | None = None
-
-
-@dataclass
-class Row:
-    """The aggregate of a figure's samples: median, min and max of the values, median of the
-    baselines and median of the per-repetition ratios (value / baseline)."""
-
-    benchmark: str
-    figure: Figure
-    values: list[float] = field(default_factory=list)
-    baselines: list[float] = field(default_factory=list)
-    ratios: list[float] = field(default_factory=list)
-
-    def add(self, sample: Sample) -> None:
-        self.values.append(sample.value)
-        if sample.baseline is not None:
-            self.baselines.append(sample.baseline)
-            if sample.baseline and math.isfinite(sample.baseline):
-                self.ratios.append(sample.value / sample.baseline)
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.values) if self.values else None
-
-    @property
-    def ratio(self) -> float | None:
-        return statistics.median(self.ratios) if self.ratios else None
-
-    @property
-    def verdict(self) -> str:
-        """``pass``, ``FAIL``, or ``-`` without a target (or nothing measured)."""
-        results = [t.met(self.median, self.ratio) for t in self.figure.targets]
-        if not results or None in results:
-            return "-"
-        return "pass" if all(results) else "FAIL"
-
-
-def _number(x: float | None) -> str:
-    if x is None or math.isnan(x):
-        return "-"
-    if math.isinf(x):
-        return "inf"
-    if x == int(x) or abs(x) >= 100:
-        return f"{x:.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-def render_table(rows: Iterable[Row]) -> str:
-    """The results as a Markdown table (one line per figure)."""
-    header = [
-        "benchmark",
-        "figure",
-        "unit",
-        "median",
-        "min",
-        "max",
-        "baseline",
-        "ratio",
-        "target",
-        "pass",
-    ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        cells = [
-            row.benchmark,
-            row.figure.label,
-            row.figure.unit,
-            _number(row.median),
-            _number(min(row.values) if row.values else None),
-            _number(max(row.values) if row.values else None),
-            _number(statistics.median(row.baselines) if row.baselines else None),
-            _number(row.ratio),
-            "; ".join(str(t) for t in row.figure.targets) or "-",
-            row.verdict,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-# The machine's speed when a table was measured: milliseconds of figures taken on a slower
-# moment of a shared host are larger in proportion, roughly; ratios to a baseline measured in the
-# same run are not (both sides slow down alike).
-HOST = "host"
-HOST_FIGURES = [
-    Figure(
-        f"reference_{when}",
-        f"pure-Python reference loop (10,000,000 integer additions), {when} the benchmarks",
-        "ms",
-    )
-    for when in ("before", "after")
-]
-REFERENCE_ADDITIONS = 10_000_000
-
-
-def reference_loop_ms(repeat: int = 3) -> float:
-    """The fastest of ``repeat`` wall times (ms) of one fixed pure-Python loop of
-    ``REFERENCE_ADDITIONS`` integer additions: how fast this machine runs Python now (the
-    fastest, so that one preempted timing does not count)."""
-    best = math.inf
-    for _ in range(repeat):
-        began = time.perf_counter()
-        total = 0
-        for i in range(REFERENCE_ADDITIONS):
-            total += i
-        best = min(best, time.perf_counter() - began)
-    if total != REFERENCE_ADDITIONS * (REFERENCE_ADDITIONS - 1) // 2:
-        raise RuntimeError("the reference loop added wrong")
-    return best * 1000
+# Paced sends and the bare-Celery baseline
 
 
 def paced(count: int, interval: float) -> Iterator[int]:
@@ -465,103 +308,3 @@ class Bench:
 def _log_size(log: Path) -> int:
     """The size of ``log`` in bytes, 0 when it does not exist yet."""
     return log.stat().st_size if log.exists() else 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Users and bulk data
-
-
-def bench_users() -> dict[str, Any]:
-    """An operator and a reviewer of the default project, each with a new API token.
-
-    Returns ``{"operator": user, "reviewer": user, "operator_token": key,
-    "reviewer_token": key}``.
-    """
-    from django.contrib.auth import get_user_model
-
-    from projects.services import membership_set, project_default, token_create
-
-    users: dict[str, Any] = {}
-    project = project_default()
-    for name in ("operator", "reviewer"):
-        user, created = get_user_model().objects.get_or_create(username=f"bench-{name}")
-        if created:
-            user.set_password(BENCH_USER_PASSWORD)
-            user.save()
-        membership_set(project=project, user=user, role=name)
-        users[name] = user
-        users[f"{name}_token"] = token_create(user=user, project=project, name="benchmark")[1]
-    return users
-
-
-_LOAD_RUNS = """
-INSERT INTO runs_run (id, project_id, goal, agent, input, metadata, state, status,
-    gate, version, client_done, step_limit, on_budget_exceeded, budget_grants, usage_tokens,
-    cost_usd, duration_ms, created_at, updated_at, started_at, finished_at)
-SELECT md5(%(tag)s || g)::uuid, %(project)s, 'bench run ' || g, 'plan', '{}', %(metadata)s,
-    '{}',
-    %(status)s, '', 1, false, 500, 'fail', 0, 0, 0, 0,
-    %(at)s - (%(runs)s - g) * interval '1 second', %(at)s, %(at)s, %(finished)s
-FROM generate_series(1, %(runs)s) AS g
-"""
-
-_LOAD_STEPS = """
-INSERT INTO runs_step (run_id, index, tool, args, args_hash, executor, args_schema,
-    idempotency_key, risk, gate, gate_params, rationale, tool_call_id, status, attempts,
-    max_attempts, timeout_seconds, lease_owner, result, usage, created_at, updated_at,
-    started_at, finished_at)
-SELECT md5(%(tag)s || g)::uuid, i, 'echo', {args}, md5('{{"value":1}}'), 'server', '{{}}',
-    md5(%(tag)s || g)::uuid::text || ':' || i || ':echo', 'low', '', '{{}}', '', '',
-    %(step_status)s, 1, 3, 60, '', {result}, '{{}}', %(at)s, %(at)s, %(at)s, %(finished)s
-FROM generate_series(1, %(runs)s) AS g, generate_series(0, %(steps)s - 1) AS i
-"""
-
-
-def load_runs(
-    *,
-    tag: str,
-    runs: int,
-    steps_per_run: int,
-    status: str = "succeeded",
-    age_days: float = 0,
-    metadata: str = "{}",
-    args_sql: str = "'{\"value\": 1}'",
-    result_sql: str = "'1'",
-) -> list[str]:
-    """Insert ``runs`` plan runs of ``steps_per_run`` succeeded echo steps straight with SQL.
-
-    Fast bulk data for the read and purge benchmarks (no audit events, checkpoints or attempts:
-    those are not what the pages or the purge read most). Run ids are derived from ``tag``, so
-    two loads with different tags never collide; the runs finished ``age_days`` days ago, one
-    second apart. ``args_sql`` and ``result_sql`` are SQL expressions (fixed text of the
-    benchmark, never input) of each step's arguments and result, over the run number ``g``
-    (1..runs) and the step index ``i``. Returns the run ids (UUID text), oldest first.
-    """
-    from django.db import connection, transaction
-
-    from projects.models import default_project_id
-
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT now() - %s * interval '1 day'", [age_days])
-        at = cursor.fetchone()[0]
-        params = {
-            "tag": tag,
-            "project": default_project_id(),
-            "runs": runs,
-            "steps": steps_per_run,
-            "status": status,
-            "step_status": "succeeded" if status == "succeeded" else "pending",
-            "at": at,
-            "finished": at if status == "succeeded" else None,
-            "metadata": metadata,
-        }
-        cursor.execute(_LOAD_RUNS, params)
-        cursor.execute(_LOAD_STEPS.format(args=args_sql, result=result_sql), params)
-        cursor.execute(
-            "SELECT md5(%s || g)::uuid::text FROM generate_series(1, %s) AS g", [tag, runs]
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE runs_run")
-        cursor.execute("ANALYZE runs_step")
-    return ids

@@ -31,10 +31,10 @@ from types import FrameType, ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import (  # noqa: E402
+from benchmarks.harness import Bench  # noqa: E402
+from benchmarks.table import (  # noqa: E402
     HOST,
     HOST_FIGURES,
-    Bench,
     Row,
     Sample,
     reference_loop_ms,

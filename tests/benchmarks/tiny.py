@@ -32,7 +32,7 @@ from benchmarks import (
     bench_search,
     bench_throughput,
 )
-from benchmarks.harness import HOST, HOST_FIGURES
+from benchmarks.table import HOST, HOST_FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
