@@ -1,20 +1,21 @@
 """API token authentication: django-rest-knox's hashed tokens, throttled on failures, and kept
 per process while the credentials do not change.
 
-Checking a token in the database is a query for the token and its user (knox), and the
-permission check that follows reads the user's memberships: a client sends the same token
-with every request. So each process keeps, per token (a SHA-256 of it), the user and the token
-the database gave, and uses them again while the credentials version in the shared cache
-(``CREDENTIALS``) is the one they were read under and the token has not expired; the
+Checking a token in the database is a query for the token and its user (knox), the permission
+check that follows reads the user's memberships, and creating anything reads the token's
+project: a client sends the same token with every request. So each process keeps, per token (a
+SHA-256 of it), the user and the token the database gave, and the token's project (read when
+the token is first used again), and uses them again while the credentials version in the shared
+cache (``CREDENTIALS``) is the one they were read under and the token has not expired; the
 memberships that ``projects.access`` keeps on the user object are kept with it (each request
-gets its own copies of the user and token, without the model permissions Django cached on
-them). Saving or deleting a token, a membership or a user (the ORM, admin, services) replaces
-the version at once and again when its transaction commits (``credentials_changed``,
-connected in ``ProjectsConfig.ready``), so a revoked or rotated token, a changed role or a
-deactivated user is refused from the next request on; a change made around Django (SQL,
-``QuerySet.update``) must call ``credentials_changed`` too. Without the shared cache (Redis
-down) every request is checked in the database. The MCP gateway's admission
-(``gateway.admission``) keeps what it checked under the same version.
+gets its own copies of the user, token and project, without the model permissions Django cached
+on the user). Saving or deleting a token, a membership, a user or a project (the ORM, admin,
+services) replaces the version at once and again when its transaction commits
+(``credentials_changed``, connected in ``ProjectsConfig.ready``), so a revoked or rotated
+token, a changed role, a deactivated user or a renamed project is seen from the next request
+on; a change made around Django (SQL, ``QuerySet.update``) must call ``credentials_changed``
+too. Without the shared cache (Redis down) every request is checked in the database. The MCP
+gateway's admission (``gateway.admission``) keeps what it checked under the same version.
 
 Its own module because DRF imports authentication classes while it loads its settings, before
 its views can be imported (``agentops.api`` imports them).
@@ -75,15 +76,19 @@ def _expired(token: Any) -> bool:
 _REQUEST_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
 
 
-def _for_this_request(kept: _Checked) -> tuple[Any, Any]:
-    """Copies of the kept user and token, so that what a request caches on them stays with it
-    (but the memberships ``projects.access`` kept on the first request's user: the
-    credentials version covers them)."""
+def _for_this_request(kept: _Checked, *, with_project: bool) -> tuple[Any, Any]:
+    """Copies of the kept user and token, and of the token's project when it is read already
+    or ``with_project`` (then read now, once: kept with the token from then on), so that what
+    a request caches on them or changes in them stays with it (but the memberships
+    ``projects.access`` kept on the first request's user: the credentials version covers
+    them)."""
     user = copy.copy(kept.user)
     for name in _REQUEST_CACHES:
         user.__dict__.pop(name, None)
     token = copy.copy(kept.token)
     token.user = user
+    if with_project or type(kept.token).project.is_cached(kept.token):
+        token.project = copy.copy(kept.token.project)
     return user, token
 
 
@@ -122,7 +127,10 @@ class TokenAuthentication(KnoxTokenAuthentication):
                 wait=bad_tokens.WINDOW_SECONDS, detail="too many bad tokens from this address."
             )
         try:
-            return super().authenticate(request)
+            if not token:  # not one word after the prefix: knox refuses it in its own words
+                return super().authenticate(request)
+            # An API request that creates anything needs the token's project: kept with it.
+            return self._check(token, with_project=True)
         except exceptions.AuthenticationFailed:
             bad_tokens.failed(address, token)
             raise
@@ -136,13 +144,18 @@ class TokenAuthentication(KnoxTokenAuthentication):
         Raises:
             AuthenticationFailed: no such token, an expired one, or its user is inactive.
         """
+        return self._check(token, with_project=False)
+
+    def _check(self, token: bytes, *, with_project: bool) -> tuple[Any, Any]:
+        """``authenticate_credentials``; a kept token comes with its project when
+        ``with_project`` (the MCP gateway and WebSockets never need it)."""
         if not _TOKEN_SHAPE.fullmatch(token):
             raise exceptions.AuthenticationFailed("Invalid token.")
         key = hashlib.sha256(token).hexdigest()
         version = CREDENTIALS.current()
         kept = _checked.get(key)
         if kept is not None and kept.version == version and not _expired(kept.token):
-            return _for_this_request(kept)
+            return _for_this_request(kept, with_project=with_project)
         user, auth_token = super().authenticate_credentials(token)
         if version is not None:
             with _checked_lock:

@@ -29,14 +29,28 @@ class Access:
 
     user: Any
     token_project_id: int | None = None
+    token: ApiToken | None = field(default=None, repr=False)
     _roles: dict[int, str] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, user: Any, auth: Any = None) -> Access:
         """The access of ``user`` authenticated with ``auth`` (DRF's ``request.auth``: an
         ``ApiToken`` confines it to the token's project; a session's None does not)."""
-        project_id = auth.project_id if isinstance(auth, ApiToken) else None
-        return cls(user, project_id)
+        if isinstance(auth, ApiToken):
+            return cls(user, auth.project_id, auth)
+        return cls(user)
+
+    def token_project(self) -> Project:
+        """The project of the request's token, as the token's check read it
+        (``agentops.tokens`` keeps it with the token, current while the credentials version
+        is: no query), else read now.
+
+        Raises:
+            ValueError: the request came without a token.
+        """
+        if self.token is None:
+            raise ValueError("the request came without a token")
+        return self.token.project
 
     @property
     def _active(self) -> bool:

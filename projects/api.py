@@ -89,7 +89,7 @@ def project_for_create(access: Access, slug: str | None, perm: str) -> Project:
             raise InvalidInput(f"no project {slug!r} where you may do this", field="project")
         return project
     if access.token_project_id is not None and access.can(perm, access.token_project_id):
-        return Project.objects.get(pk=access.token_project_id)
+        return access.token_project()
     choices = access.projects(perm)
     if len(choices) == 1:
         return choices[0]

@@ -119,3 +119,33 @@ def test_each_request_gets_its_own_user_and_token_objects(operator):
     assert auth_again is not auth
     assert (again.pk, auth_again.pk, auth_again.user) == (operator.pk, auth.pk, again)
     assert not hasattr(again, "_perm_cache")
+
+
+MEMORY_URL = "/api/v1/memory/items/"
+
+
+def _put(client: APIClient, key: str) -> tuple[str, list[str]]:
+    """PUT a memory item in the token's project: the project's slug the answer names, and
+    the statements that read the project table."""
+    body = {"namespace": ["kept"], "key": key, "value": {"n": 1}}
+    with CaptureQueriesContext(connection) as queries:
+        response = client.put(MEMORY_URL, body, format="json")
+    assert response.status_code == 201, response.content
+    read = [q["sql"] for q in queries.captured_queries if 'FROM "projects_project"' in q["sql"]]
+    return response.json()["project"], read
+
+
+def test_a_kept_token_brings_its_project_without_reading_it_again(operator):
+    client = token_api(make_token(operator))
+    assert _put(client, "first")[0] == "default"  # the token and its project read once
+    assert _put(client, "second") == ("default", [])
+    assert _put(client, "third") == ("default", [])
+
+
+def test_a_renamed_project_is_seen_from_the_next_request_on(operator):
+    client = token_api(make_token(operator))
+    assert _put(client, "before")[0] == "default"
+    project = project_default()
+    project.slug = "renamed"
+    project.save()
+    assert _put(client, "after")[0] == "renamed"
