@@ -4,46 +4,56 @@ only by its metadata (as migration 0013 linked them) gets no index, and shows no
 
 from __future__ import annotations
 
-import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
-from agentops.actors import Actor
-from runs.control.create import run_create
-from runs.control.fork import run_fork
 from runs.models import Run
-from tests.pages.conftest import CALCULATE
+from testsupport.migration_history import migrate_to_before, migrate_to_latest
 
-pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
-
-
-def _migrate(targets: list[tuple[str, str]]) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
+BEFORE = [("runs", "0019_idempotency_key_per_project")]
 
 
-def test_forks_get_their_index_from_the_audit_log_not_from_metadata(
-    operator, django_capture_on_commit_callbacks
-):
-    actor = Actor.for_user(operator)
-    with django_capture_on_commit_callbacks(execute=True):
-        source = run_create(actor=actor, agent="plan", goal="g", steps=[CALCULATE, CALCULATE])
-    with django_capture_on_commit_callbacks(execute=True):
-        fork = run_fork(run_id=source.pk, actor=actor, from_index=1)
-        forged = run_create(
-            actor=actor,
-            agent="plan",
-            goal="forged",
-            steps=[CALCULATE],
-            metadata={"forked_from": {"run": str(source.pk), "index": 0}},
+def test_forks_get_their_index_from_the_audit_log_not_from_metadata(empty_database):
+    old = migrate_to_before(BEFORE)
+    old_run = old.get_model("runs", "Run")
+    source = old_run.objects.create(goal="g", agent="plan")
+    fork = old_run.objects.create(
+        goal="g",
+        agent="plan",
+        forked_from=source,
+        metadata={"forked_from": {"run": str(source.pk), "index": 1}},
+    )
+    # Linked by its metadata, as migration 0013 linked runs.
+    forged = old_run.objects.create(
+        goal="forged",
+        agent="plan",
+        forked_from=source,
+        metadata={"forked_from": {"run": str(source.pk), "index": 0}},
+    )
+    # The ``run.created`` events ``run_create`` and ``run_fork`` wrote before 0020 (commit
+    # 06b6813's parent): only the fork's names a source and an index. Each run's chain starts
+    # here; the migration reads no hash.
+    created = {
+        source: {"agent": "plan", "goal": "g"},
+        fork: {"agent": "plan", "forked_from": str(source.pk), "from_index": 1},
+        forged: {"agent": "plan", "goal": "forged"},
+    }
+    for run, payload in created.items():
+        old.get_model("audit", "AuditEvent").objects.create(
+            created_at=timezone.now(),
+            chain=f"run:{run.pk}",
+            run_id=run.pk,
+            project_id=run.project_id,
+            actor_kind="user",
+            verb="run.created",
+            object_type="run",
+            object_id=str(run.pk),
+            to_state="queued",
+            payload=payload,
+            prev_hash="0" * 64,
+            hash=f"{run.pk.int:064x}",
         )
-    # As migration 0013 linked runs by their metadata.
-    Run.objects.filter(pk=forged.pk).update(forked_from=source)
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
 
-    _migrate([("runs", "0019_idempotency_key_per_project")])
-    _migrate(latest)
+    migrate_to_latest()
 
     assert Run.objects.get(pk=fork.pk).forked_from_index == 1
     assert Run.objects.get(pk=forged.pk).forked_from_index is None

@@ -6,36 +6,18 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from runs.models import Run, Step
 from runs.statuses import RunStatus, StepStatus
-
-pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
+from testsupport.migration_history import migrate_to_before, migrate_to_latest
 
 BEFORE = [("runs", "0004_retention_policies"), ("approvals", "0002_default_risk_rules")]
 
 
-def _latest() -> list[tuple[str, str]]:
-    # Forward to every app's newest migration: the models the test reads with are today's,
-    # and going back to BEFORE also unapplied the migrations of the apps that depend on runs
-    # (the gateway's tables), which the tests after this one need.
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
-
-
-def _migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def test_waiting_runs_steps_and_requests_move_onto_the_approval_gate(seeded):
-    old = _migrate(BEFORE)
+def test_waiting_runs_steps_and_requests_move_onto_the_approval_gate(empty_database):
+    old = migrate_to_before(BEFORE)
     run_id = uuid.uuid4()
     now = timezone.now()
     old_run = old.get_model("runs", "Run").objects.create(
@@ -70,7 +52,7 @@ def test_waiting_runs_steps_and_requests_move_onto_the_approval_gate(seeded):
         expires_at=now + timedelta(hours=1),
     )
 
-    _migrate(_latest())
+    migrate_to_latest()
 
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.gate, run.status_info.value) == (
