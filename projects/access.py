@@ -24,11 +24,11 @@ def _memberships(user_id: int) -> dict[int, str]:
 
 @dataclass
 class Access:
-    """The rights of ``user``, confined to ``token_project_id`` when the request came with a
-    project-scoped token. Memberships are read once, on first use."""
+    """The rights of ``user``, confined to the project of ``token`` when the request came
+    with a project-scoped token (``token_project_id``). Memberships are read once, on first
+    use."""
 
     user: Any
-    token_project_id: int | None = None
     token: ApiToken | None = field(default=None, repr=False)
     _roles: dict[int, str] | None = field(default=None, repr=False)
 
@@ -36,9 +36,12 @@ class Access:
     def of(cls, user: Any, auth: Any = None) -> Access:
         """The access of ``user`` authenticated with ``auth`` (DRF's ``request.auth``: an
         ``ApiToken`` confines it to the token's project; a session's None does not)."""
-        if isinstance(auth, ApiToken):
-            return cls(user, auth.project_id, auth)
-        return cls(user)
+        return cls(user, auth if isinstance(auth, ApiToken) else None)
+
+    @property
+    def token_project_id(self) -> int | None:
+        """The project the request's token confines it to; None without a token."""
+        return None if self.token is None else self.token.project_id
 
     def token_project(self) -> Project:
         """The project of the request's token, as the token's check read it
